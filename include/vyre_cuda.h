@@ -1,0 +1,516 @@
+/*
+ * vyre_cuda.h — the public C interface of libvyre_cuda.
+ *
+ * vyre-cuda runs GPU kernels through the CUDA driver API without the caller
+ * linking CUDA: contexts, resident device buffers, programs (PTX, cubin/fatbin
+ * or CUDA C++ through NVRTC) and dispatch over host or resident data.
+ *
+ * Rules that hold for every function in this header:
+ *  - Every function returns a vyre_status; VYRE_STATUS_OK (0) is success.
+ *    The details of a failure (status, CUresult, and a message of the form
+ *    "<what failed>: <why>. Fix: <what to do>.") are kept per thread and read
+ *    with vyre_last_error(). Every call except vyre_last_error() clears them
+ *    on entry.
+ *  - Objects are named by handles: structs holding one uint64_t that never
+ *    changes for the object's life. 0 means "none". Destroyed, forged and
+ *    wrong-type handles are reported (STALE_HANDLE / INVALID_HANDLE), never
+ *    undefined behaviour.
+ *  - Descriptors begin with uint32_t struct_size; initialise them with the
+ *    matching VYRE_*_INIT macro. A struct larger than this library knows is
+ *    accepted only if its unknown tail is all zero bytes.
+ *  - No function aborts or lets a C++ exception escape, whatever its input.
+ *  - All functions are thread-safe. A context may be used from many threads.
+ */
+#ifndef VYRE_CUDA_H_
+#define VYRE_CUDA_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(VYRE_CUDA_BUILDING_LIBRARY)
+#define VYRE_API __attribute__((visibility("default")))
+#else
+#define VYRE_API
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* Version                                                                   */
+/* ------------------------------------------------------------------------ */
+
+#define VYRE_CUDA_VERSION_MAJOR 0
+#define VYRE_CUDA_VERSION_MINOR 1
+#define VYRE_CUDA_VERSION_PATCH 0
+/** Packs a version as (major << 22) | (minor << 12) | patch. */
+#define VYRE_MAKE_VERSION(major, minor, patch) \
+  ((((uint32_t)(major)) << 22) | (((uint32_t)(minor)) << 12) | ((uint32_t)(patch)))
+#define VYRE_CUDA_VERSION                                      \
+  VYRE_MAKE_VERSION(VYRE_CUDA_VERSION_MAJOR, VYRE_CUDA_VERSION_MINOR, \
+                    VYRE_CUDA_VERSION_PATCH)
+#define VYRE_VERSION_MAJOR_OF(v) ((uint32_t)(v) >> 22)
+#define VYRE_VERSION_MINOR_OF(v) (((uint32_t)(v) >> 12) & 0x3FFu)
+#define VYRE_VERSION_PATCH_OF(v) ((uint32_t)(v) & 0xFFFu)
+
+/** The version of the loaded library, packed as VYRE_MAKE_VERSION does.
+ *  Compare its major number with VYRE_CUDA_VERSION_MAJOR to detect a header
+ *  and library mismatch. */
+VYRE_API uint32_t vyre_version(void);
+
+/* ------------------------------------------------------------------------ */
+/* Status and errors                                                         */
+/* ------------------------------------------------------------------------ */
+
+typedef enum vyre_status {
+  VYRE_STATUS_OK = 0,
+  /** An argument is NULL, zero, out of its domain or inconsistent. */
+  VYRE_STATUS_INVALID_ARGUMENT = 1,
+  /** The handle is 0, forged, or names an object of another type. */
+  VYRE_STATUS_INVALID_HANDLE = 2,
+  /** The handle named an object that has since been destroyed. */
+  VYRE_STATUS_STALE_HANDLE = 3,
+  /** A descriptor's struct_size is too small, or larger with a non-zero tail. */
+  VYRE_STATUS_UNSUPPORTED_STRUCT_SIZE = 4,
+  /** An offset/length range falls outside a buffer, or arithmetic overflowed. */
+  VYRE_STATUS_OUT_OF_RANGE = 5,
+  /** libcuda.so.1 could not be loaded or lacks required entry points. */
+  VYRE_STATUS_NO_DRIVER = 6,
+  /** The driver loaded but reports no CUDA device (or not that ordinal). */
+  VYRE_STATUS_NO_DEVICE = 7,
+  /** The installed driver is older than this library needs (CUDA 12.0). */
+  VYRE_STATUS_DRIVER_TOO_OLD = 8,
+  /** NVRTC is needed (CUDA C++ program) but could not be loaded. */
+  VYRE_STATUS_NVRTC_UNAVAILABLE = 9,
+  /** Device or pinned host memory is exhausted. */
+  VYRE_STATUS_OUT_OF_MEMORY = 10,
+  /** PTX JIT or NVRTC compilation failed; the message carries the log. */
+  VYRE_STATUS_COMPILE_FAILED = 11,
+  /** The kernel entry name is not in the module. */
+  VYRE_STATUS_ENTRY_NOT_FOUND = 12,
+  /** A launch exceeds a device limit (block size, shared memory, residency). */
+  VYRE_STATUS_LIMIT_EXCEEDED = 13,
+  /** A kernel launch or the work it queued failed on the device. */
+  VYRE_STATUS_LAUNCH_FAILED = 14,
+  /** The wait ended before the work completed; wait again later. */
+  VYRE_STATUS_TIMEOUT = 15,
+  /** Poll: the work has not completed yet. */
+  VYRE_STATUS_NOT_READY = 16,
+  /** The object is in a state that forbids the call (e.g. waited twice). */
+  VYRE_STATUS_INVALID_STATE = 17,
+  /** The CUDA driver returned an error not covered above (see cu_result). */
+  VYRE_STATUS_DRIVER_ERROR = 18,
+  /** A bug in vyre-cuda; please report the message. */
+  VYRE_STATUS_INTERNAL = 19,
+  VYRE_STATUS_FORCE32 = 0x7FFFFFFF
+} vyre_status;
+
+/** A static, NUL-terminated name for a status ("VYRE_STATUS_OK", ...).
+ *  Unknown values give "VYRE_STATUS_UNKNOWN". Never NULL. */
+VYRE_API const char* vyre_status_name(vyre_status status);
+
+/** Reads this thread's last error without clearing it.
+ *  Every pointer may be NULL. `message` receives at most message_capacity
+ *  bytes including the terminating NUL (truncated messages stay terminated);
+ *  `out_message_length` receives the full length without the NUL, so a caller
+ *  can size a buffer and ask again. `out_cu_result` is the CUresult the
+ *  driver returned (0 when the failure did not come from the driver).
+ *  Returns the last error's status (VYRE_STATUS_OK when the last call
+ *  succeeded). */
+VYRE_API vyre_status vyre_last_error(vyre_status* out_status, int32_t* out_cu_result,
+                                     char* message, size_t message_capacity,
+                                     size_t* out_message_length);
+
+/* ------------------------------------------------------------------------ */
+/* Handles                                                                   */
+/* ------------------------------------------------------------------------ */
+
+typedef struct vyre_context { uint64_t bits; } vyre_context;
+typedef struct vyre_buffer { uint64_t bits; } vyre_buffer;
+typedef struct vyre_program { uint64_t bits; } vyre_program;
+typedef struct vyre_pending { uint64_t bits; } vyre_pending;
+
+/* ------------------------------------------------------------------------ */
+/* Logging                                                                   */
+/* ------------------------------------------------------------------------ */
+
+typedef enum vyre_log_level {
+  VYRE_LOG_ERROR = 0,
+  VYRE_LOG_WARNING = 1,
+  VYRE_LOG_INFO = 2,
+  /** Per-stage timings; also enabled by the environment VYRE_CUDA_TRACE=1. */
+  VYRE_LOG_TRACE = 3,
+  VYRE_LOG_LEVEL_FORCE32 = 0x7FFFFFFF
+} vyre_log_level;
+
+/** Receives log lines. May be called from any thread, concurrently; must not
+ *  call back into vyre-cuda. `message` is valid only during the call. */
+typedef void (*vyre_log_callback)(void* user_data, vyre_log_level level,
+                                  const char* message);
+
+/** Installs (or with NULL removes) the process-wide log callback and the most
+ *  verbose level delivered. Without a callback, VYRE_CUDA_TRACE=1 prints
+ *  trace lines to stderr. */
+VYRE_API vyre_status vyre_set_log_callback(vyre_log_callback callback, void* user_data,
+                                           vyre_log_level max_level);
+
+/* ------------------------------------------------------------------------ */
+/* Devices                                                                   */
+/* ------------------------------------------------------------------------ */
+
+/** Number of CUDA devices. Loads the driver on first use: without one this
+ *  returns VYRE_STATUS_NO_DRIVER. A driver with no device gives OK and 0. */
+VYRE_API vyre_status vyre_device_count(uint32_t* out_count);
+
+typedef struct vyre_device_info {
+  uint32_t struct_size;
+  uint32_t ordinal;
+  char name[256];
+  uint32_t compute_capability_major;
+  uint32_t compute_capability_minor;
+  uint64_t total_memory_bytes;
+  uint32_t multiprocessor_count;
+  uint32_t max_threads_per_block;
+  uint32_t max_block_dim[3];
+  uint32_t max_grid_dim[3];
+  uint32_t max_shared_memory_per_block;
+  uint32_t warp_size;
+  /** 1 when cooperative (grid-synchronising) launches are supported. */
+  uint32_t cooperative_launch;
+  /** cuDriverGetVersion(), e.g. 13000 for CUDA 13.0. */
+  uint32_t driver_version;
+} vyre_device_info;
+#define VYRE_DEVICE_INFO_INIT {sizeof(vyre_device_info), 0, {0}, 0, 0, 0, 0, 0, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0}
+
+/** Describes device `ordinal`. out->struct_size must be set (VYRE_DEVICE_INFO_INIT);
+ *  an older, smaller struct receives only the fields it has. */
+VYRE_API vyre_status vyre_device_info_get(uint32_t ordinal, vyre_device_info* out);
+
+/* ------------------------------------------------------------------------ */
+/* Contexts                                                                  */
+/* ------------------------------------------------------------------------ */
+
+typedef struct vyre_context_desc {
+  uint32_t struct_size;
+  uint32_t device_ordinal;
+  /** Most bytes the transient device pool keeps cached between dispatches;
+   *  0 picks the default (256 MiB). */
+  uint64_t transient_pool_limit_bytes;
+  /** Most bytes the pinned host staging pool keeps cached; 0 = 256 MiB. */
+  uint64_t pinned_pool_limit_bytes;
+} vyre_context_desc;
+#define VYRE_CONTEXT_DESC_INIT {sizeof(vyre_context_desc), 0, 0, 0}
+
+/** Creates a context on a device (its primary CUDA context). */
+VYRE_API vyre_status vyre_context_create(const vyre_context_desc* desc, vyre_context* out);
+
+/** Destroys a context: waits for its work, releases every buffer, program
+ *  and pending dispatch it owns; all of their handles become stale. */
+VYRE_API vyre_status vyre_context_destroy(vyre_context context);
+
+/** Describes the context's device. */
+VYRE_API vyre_status vyre_context_device_info(vyre_context context, vyre_device_info* out);
+
+typedef struct vyre_telemetry {
+  uint32_t struct_size;
+  uint32_t reserved0;
+  uint64_t h2d_bytes;
+  uint64_t h2d_operations;
+  uint64_t d2h_bytes;
+  uint64_t d2h_operations;
+  uint64_t memset_operations;
+  uint64_t kernel_launches;
+  uint64_t sync_points;
+  uint64_t dispatches;
+  uint64_t transient_pool_hits;
+  uint64_t transient_pool_misses;
+  uint64_t transient_pool_cached_bytes;
+  uint64_t pinned_pool_hits;
+  uint64_t pinned_pool_misses;
+  uint64_t pinned_pool_cached_bytes;
+  uint64_t module_cache_hits;
+  uint64_t module_cache_misses;
+  uint64_t module_loads;
+  /** Device bytes currently allocated by this context (buffers and pool). */
+  uint64_t device_bytes_live;
+  /** Pinned host bytes currently allocated by this context. */
+  uint64_t pinned_bytes_live;
+  uint64_t live_buffers;
+  uint64_t live_programs;
+  uint64_t live_pendings;
+} vyre_telemetry;
+#define VYRE_TELEMETRY_INIT {sizeof(vyre_telemetry), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
+
+/** Copies the context's counters (cumulative since creation, or levels for
+ *  the *_live and *_cached_bytes fields). */
+VYRE_API vyre_status vyre_context_telemetry(vyre_context context, vyre_telemetry* out);
+
+/** Releases the memory the context's transient and pinned pools keep cached. */
+VYRE_API vyre_status vyre_context_trim(vyre_context context);
+
+/** Runs the built-in self-test on the context's device: a vector add of
+ *  random data through the host path, every element checked. OK means the
+ *  JIT, staging, launch and read-back paths work on this device. */
+VYRE_API vyre_status vyre_context_selftest(vyre_context context);
+
+/* ------------------------------------------------------------------------ */
+/* Resident buffers                                                          */
+/* ------------------------------------------------------------------------ */
+
+/** Allocates `bytes` (> 0) of device memory, uninitialised. */
+VYRE_API vyre_status vyre_buffer_alloc(vyre_context context, uint64_t bytes, vyre_buffer* out);
+
+/** Frees a buffer. The handle is stale at once; if a pending dispatch still
+ *  uses the memory it is released when that dispatch completes. */
+VYRE_API vyre_status vyre_buffer_free(vyre_buffer buffer);
+
+/** Copies `bytes` from host `src` into the buffer at `offset` and waits. */
+VYRE_API vyre_status vyre_buffer_upload(vyre_buffer buffer, uint64_t offset, const void* src,
+                                        uint64_t bytes);
+
+/** Copies `bytes` from the buffer at `offset` into host `dst` and waits. */
+VYRE_API vyre_status vyre_buffer_download(vyre_buffer buffer, uint64_t offset, void* dst,
+                                          uint64_t bytes);
+
+typedef struct vyre_upload_range {
+  uint64_t offset;
+  uint64_t bytes;
+  const void* src;
+} vyre_upload_range;
+
+typedef struct vyre_download_range {
+  uint64_t offset;
+  uint64_t bytes;
+  void* dst;
+} vyre_download_range;
+
+/** Uploads many ranges through one staged copy and one synchronisation.
+ *  Every range is checked before anything is copied. */
+VYRE_API vyre_status vyre_buffer_upload_ranges(vyre_buffer buffer, const vyre_upload_range* ranges,
+                                               size_t range_count);
+
+/** Downloads many ranges with one synchronisation. */
+VYRE_API vyre_status vyre_buffer_download_ranges(vyre_buffer buffer,
+                                                 const vyre_download_range* ranges,
+                                                 size_t range_count);
+
+typedef struct vyre_buffer_info {
+  uint32_t struct_size;
+  uint32_t reserved0;
+  uint64_t bytes;
+  /** The raw CUdeviceptr, for interop with other CUDA code in the same
+   *  process (valid until the buffer is freed). */
+  uint64_t device_pointer;
+  vyre_context context;
+} vyre_buffer_info;
+#define VYRE_BUFFER_INFO_INIT {sizeof(vyre_buffer_info), 0, 0, 0, {0}}
+
+VYRE_API vyre_status vyre_buffer_info_get(vyre_buffer buffer, vyre_buffer_info* out);
+
+/* ------------------------------------------------------------------------ */
+/* Programs                                                                  */
+/* ------------------------------------------------------------------------ */
+
+typedef enum vyre_code_kind {
+  /** PTX text (NUL-terminated or code_size bytes). */
+  VYRE_CODE_PTX = 1,
+  /** A cubin or fatbin image. */
+  VYRE_CODE_BINARY = 2,
+  /** CUDA C++ source compiled at run time through NVRTC. */
+  VYRE_CODE_CUDA_SOURCE = 3,
+  VYRE_CODE_KIND_FORCE32 = 0x7FFFFFFF
+} vyre_code_kind;
+
+typedef enum vyre_binding_role {
+  VYRE_ROLE_INPUT = 1,
+  VYRE_ROLE_OUTPUT = 2,
+  VYRE_ROLE_INPUT_OUTPUT = 3,
+  /** Dynamic shared memory: element_size * element_count bytes are added to
+   *  the launch's dynamic shared memory; no pointer is passed. */
+  VYRE_ROLE_SHARED = 4,
+  VYRE_BINDING_ROLE_FORCE32 = 0x7FFFFFFF
+} vyre_binding_role;
+
+typedef struct vyre_binding_decl {
+  uint32_t struct_size;
+  vyre_binding_role role;
+  /** For messages; may be NULL. Copied. */
+  const char* name;
+  /** Bytes per element (> 0). Every bound length must be a multiple. */
+  uint32_t element_size;
+  uint32_t reserved0;
+  /** Elements, or 0 for "sized by what the dispatch binds". */
+  uint64_t element_count;
+  /** Output read-back range in bytes: only [offset, offset+length) of a host
+   *  output is copied back. length 0 means the whole binding. */
+  uint64_t output_offset;
+  uint64_t output_length;
+} vyre_binding_decl;
+#define VYRE_BINDING_DECL_INIT {sizeof(vyre_binding_decl), VYRE_ROLE_INPUT, NULL, 4, 0, 0, 0, 0}
+
+typedef enum vyre_param_kind {
+  /** The device pointer of binding `index` (8 bytes). */
+  VYRE_PARAM_BINDING = 1,
+  /** A 4-byte scalar taken from dispatch scalars[index] (low 32 bits). */
+  VYRE_PARAM_SCALAR32 = 2,
+  /** An 8-byte scalar taken from dispatch scalars[index]. */
+  VYRE_PARAM_SCALAR64 = 3,
+  /** The device pointer of the dispatch's u32 parameter-word block. */
+  VYRE_PARAM_PARAM_WORDS = 4,
+  /** A null 8-byte pointer (e.g. Triton's unused scratch pointers). */
+  VYRE_PARAM_NULL_POINTER = 5,
+  VYRE_PARAM_KIND_FORCE32 = 0x7FFFFFFF
+} vyre_param_kind;
+
+typedef struct vyre_kernel_param {
+  vyre_param_kind kind;
+  uint32_t index;
+} vyre_kernel_param;
+
+typedef struct vyre_program_desc {
+  uint32_t struct_size;
+  vyre_code_kind code_kind;
+  /** The code; copied. */
+  const void* code;
+  /** Bytes of code. For PTX and CUDA source, 0 means NUL-terminated. */
+  size_t code_size;
+  /** Kernel entry name (the mangled name for C++ kernels not extern "C"). */
+  const char* entry;
+  const vyre_binding_decl* bindings;
+  size_t binding_count;
+  /** Threads per block; y and z of 0 mean 1. x must be > 0. */
+  uint32_t workgroup_size[3];
+  /** Dynamic shared memory bytes per launch, added to SHARED bindings. */
+  uint32_t shared_memory_bytes;
+  /** Explicit kernel parameter list; NULL/0 selects the default convention:
+   *  one device pointer per non-SHARED binding in order, then the pointer to
+   *  the u32 parameter words. */
+  const vyre_kernel_param* params;
+  size_t param_count;
+  /** NVRTC options for VYRE_CODE_CUDA_SOURCE (e.g. "-std=c++17"). The
+   *  library adds the device architecture. */
+  const char* const* compile_options;
+  size_t compile_option_count;
+} vyre_program_desc;
+#define VYRE_PROGRAM_DESC_INIT {sizeof(vyre_program_desc), VYRE_CODE_PTX, NULL, 0, NULL, NULL, 0, {0, 0, 0}, 0, NULL, 0, NULL, 0}
+
+/** Builds a program: compiles/loads its module (through the context's module
+ *  cache) and resolves the entry. Compile errors carry the JIT/NVRTC log. */
+VYRE_API vyre_status vyre_program_create(vyre_context context, const vyre_program_desc* desc,
+                                         vyre_program* out);
+
+VYRE_API vyre_status vyre_program_destroy(vyre_program program);
+
+/* ------------------------------------------------------------------------ */
+/* Dispatch                                                                  */
+/* ------------------------------------------------------------------------ */
+
+typedef enum vyre_binding_source {
+  /** Borrowed host memory, staged for this dispatch only. */
+  VYRE_SOURCE_HOST = 1,
+  /** A resident buffer range. */
+  VYRE_SOURCE_RESIDENT = 2,
+  VYRE_BINDING_SOURCE_FORCE32 = 0x7FFFFFFF
+} vyre_binding_source;
+
+typedef struct vyre_dispatch_binding {
+  uint32_t struct_size;
+  vyre_binding_source source;
+  /** HOST: bytes read from here before launch (INPUT, INPUT_OUTPUT). Copied
+   *  before vyre_dispatch_async returns. */
+  const void* host_input;
+  /** HOST: results written here (OUTPUT, INPUT_OUTPUT) when the dispatch is
+   *  waited on; may equal host_input. Must stay valid until then. */
+  void* host_output;
+  /** HOST: the binding's length in bytes. */
+  uint64_t host_bytes;
+  /** RESIDENT: the buffer and the byte range bound (length 0 = to the end). */
+  vyre_buffer buffer;
+  uint64_t offset;
+  uint64_t length;
+} vyre_dispatch_binding;
+#define VYRE_DISPATCH_BINDING_INIT {sizeof(vyre_dispatch_binding), VYRE_SOURCE_HOST, NULL, NULL, 0, {0}, 0, 0}
+
+enum {
+  /** Record device start/end events so timing reports device_ns. */
+  VYRE_DISPATCH_FLAG_DEVICE_TIMING = 1u << 0,
+  /** Launch with cuLaunchCooperativeKernel (grid sync); the grid must be
+   *  co-resident, which is checked before launch. */
+  VYRE_DISPATCH_FLAG_COOPERATIVE = 1u << 1
+};
+
+typedef struct vyre_dispatch_desc {
+  uint32_t struct_size;
+  uint32_t flags;
+  /** One per declared binding, in declaration order. */
+  const vyre_dispatch_binding* bindings;
+  size_t binding_count;
+  /** u32 parameter words, passed by device pointer (default convention or
+   *  VYRE_PARAM_PARAM_WORDS). */
+  const uint32_t* param_words;
+  size_t param_word_count;
+  /** Scalar values for VYRE_PARAM_SCALAR32/64 slots. */
+  const uint64_t* scalars;
+  size_t scalar_count;
+  /** Grid in blocks; all zero derives x = ceil(element_count / block threads). */
+  uint32_t grid[3];
+  /** Block size; all zero uses the program's workgroup size. */
+  uint32_t block[3];
+  /** Elements the grid covers when grid is zero; 0 = the largest binding's
+   *  element count. */
+  uint64_t element_count;
+  /** Times the kernel runs back to back (>= 1). */
+  uint32_t fixpoint_iterations;
+  /** Extra dynamic shared memory bytes for this dispatch. */
+  uint32_t shared_memory_bytes;
+} vyre_dispatch_desc;
+#define VYRE_DISPATCH_DESC_INIT {sizeof(vyre_dispatch_desc), 0, NULL, 0, NULL, 0, NULL, 0, {0, 0, 0}, {0, 0, 0}, 0, 1, 0}
+
+typedef struct vyre_timing {
+  uint32_t struct_size;
+  uint32_t reserved0;
+  /** Host time from entering dispatch to the end of the wait. */
+  uint64_t wall_ns;
+  /** Device time between the dispatch's first and last command
+   *  (VYRE_DISPATCH_FLAG_DEVICE_TIMING or VYRE_CUDA_TRACE; else 0). */
+  uint64_t device_ns;
+  /** Host time spent staging and enqueueing. */
+  uint64_t enqueue_ns;
+  /** Host time spent in the wait, including read-back. */
+  uint64_t wait_ns;
+} vyre_timing;
+#define VYRE_TIMING_INIT {sizeof(vyre_timing), 0, 0, 0, 0, 0}
+
+/** Runs a program and waits: vyre_dispatch_async + wait + release.
+ *  `out_timing` may be NULL. */
+VYRE_API vyre_status vyre_dispatch(vyre_program program, const vyre_dispatch_desc* desc,
+                                   vyre_timing* out_timing);
+
+/** Enqueues a dispatch and returns at once with a pending handle. Host inputs
+ *  are staged before return; host outputs are written by vyre_pending_wait. */
+VYRE_API vyre_status vyre_dispatch_async(vyre_program program, const vyre_dispatch_desc* desc,
+                                         vyre_pending* out);
+
+/** OK when the dispatch's device work has completed, NOT_READY if not. */
+VYRE_API vyre_status vyre_pending_poll(vyre_pending pending);
+
+#define VYRE_WAIT_FOREVER UINT64_MAX
+
+/** Waits up to timeout_ns for completion, then copies host outputs back.
+ *  TIMEOUT leaves the dispatch waitable. A dispatch is waited on once; a
+ *  second wait is INVALID_STATE. */
+VYRE_API vyre_status vyre_pending_wait(vyre_pending pending, uint64_t timeout_ns);
+
+/** Timing of a waited dispatch. */
+VYRE_API vyre_status vyre_pending_timing(vyre_pending pending, vyre_timing* out);
+
+/** Releases a pending handle. If it was never waited on, this waits for the
+ *  device work and skips the read-back into host outputs. */
+VYRE_API vyre_status vyre_pending_release(vyre_pending pending);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* VYRE_CUDA_H_ */

@@ -1,0 +1,98 @@
+// Resident buffers.
+#include "api/api_call.h"
+#include "base/struct_size.h"
+#include "runtime/buffer.h"
+#include "runtime/registries.h"
+
+using vyre::Errorf;
+
+extern "C" {
+
+VYRE_API vyre_status vyre_buffer_alloc(vyre_context context, uint64_t bytes, vyre_buffer* out) {
+  const char* what = "vyre_buffer_alloc";
+  return vyre::ApiCall(what, [&]() -> absl::Status {
+    VYRE_RETURN_IF_ERROR(vyre::RequireOut(what, out, "out"));
+    out->bits = 0;
+    VYRE_ASSIGN_OR_RETURN(std::shared_ptr<vyre::Context> ctx,
+                          vyre::Contexts().Lookup(context.bits, what));
+    if (bytes == 0) {
+      return Errorf(VYRE_STATUS_INVALID_ARGUMENT,
+                    "%s: bytes is 0. Fix: allocate at least one byte.", what);
+    }
+    VYRE_ASSIGN_OR_RETURN(std::shared_ptr<vyre::Buffer> buffer,
+                          vyre::Buffer::Allocate(ctx, bytes));
+    VYRE_ASSIGN_OR_RETURN(uint64_t bits, vyre::Buffers().Insert(buffer));
+    buffer->set_handle(bits);
+    absl::Status adopted = ctx->Adopt(vyre::HandleType::kBuffer, bits, what);
+    if (!adopted.ok()) {
+      vyre::Buffers().Remove(bits, what).IgnoreError();
+      return adopted;
+    }
+    out->bits = bits;
+    return absl::OkStatus();
+  });
+}
+
+VYRE_API vyre_status vyre_buffer_free(vyre_buffer buffer) {
+  const char* what = "vyre_buffer_free";
+  return vyre::ApiCall(what, [&]() -> absl::Status {
+    VYRE_ASSIGN_OR_RETURN(std::shared_ptr<vyre::Buffer> b, vyre::Buffers().Remove(buffer.bits, what));
+    b->context().Disown(vyre::HandleType::kBuffer, buffer.bits);
+    // The memory goes when the last reference does: now, or when the pending
+    // dispatch that still uses it completes.
+    return absl::OkStatus();
+  });
+}
+
+VYRE_API vyre_status vyre_buffer_upload(vyre_buffer buffer, uint64_t offset, const void* src,
+                                        uint64_t bytes) {
+  const char* what = "vyre_buffer_upload";
+  return vyre::ApiCall(what, [&]() -> absl::Status {
+    VYRE_ASSIGN_OR_RETURN(std::shared_ptr<vyre::Buffer> b, vyre::Buffers().Lookup(buffer.bits, what));
+    vyre_upload_range range{offset, bytes, src};
+    return b->Upload(&range, 1, what);
+  });
+}
+
+VYRE_API vyre_status vyre_buffer_download(vyre_buffer buffer, uint64_t offset, void* dst,
+                                          uint64_t bytes) {
+  const char* what = "vyre_buffer_download";
+  return vyre::ApiCall(what, [&]() -> absl::Status {
+    VYRE_ASSIGN_OR_RETURN(std::shared_ptr<vyre::Buffer> b, vyre::Buffers().Lookup(buffer.bits, what));
+    vyre_download_range range{offset, bytes, dst};
+    return b->Download(&range, 1, what);
+  });
+}
+
+VYRE_API vyre_status vyre_buffer_upload_ranges(vyre_buffer buffer, const vyre_upload_range* ranges,
+                                               size_t range_count) {
+  const char* what = "vyre_buffer_upload_ranges";
+  return vyre::ApiCall(what, [&]() -> absl::Status {
+    VYRE_ASSIGN_OR_RETURN(std::shared_ptr<vyre::Buffer> b, vyre::Buffers().Lookup(buffer.bits, what));
+    return b->Upload(ranges, range_count, what);
+  });
+}
+
+VYRE_API vyre_status vyre_buffer_download_ranges(vyre_buffer buffer,
+                                                 const vyre_download_range* ranges,
+                                                 size_t range_count) {
+  const char* what = "vyre_buffer_download_ranges";
+  return vyre::ApiCall(what, [&]() -> absl::Status {
+    VYRE_ASSIGN_OR_RETURN(std::shared_ptr<vyre::Buffer> b, vyre::Buffers().Lookup(buffer.bits, what));
+    return b->Download(ranges, range_count, what);
+  });
+}
+
+VYRE_API vyre_status vyre_buffer_info_get(vyre_buffer buffer, vyre_buffer_info* out) {
+  const char* what = "vyre_buffer_info_get";
+  return vyre::ApiCall(what, [&]() -> absl::Status {
+    VYRE_ASSIGN_OR_RETURN(std::shared_ptr<vyre::Buffer> b, vyre::Buffers().Lookup(buffer.bits, what));
+    vyre_buffer_info info{};
+    info.bytes = b->bytes();
+    info.device_pointer = static_cast<uint64_t>(b->device());
+    info.context.bits = b->context().handle();
+    return vyre::WriteOutStruct(what, "vyre_buffer_info", out, info);
+  });
+}
+
+}  // extern "C"

@@ -1,0 +1,105 @@
+// Devices and contexts.
+#include <algorithm>
+
+#include "api/api_call.h"
+#include "base/struct_size.h"
+#include "driver/driver_api.h"
+#include "runtime/context.h"
+#include "runtime/registries.h"
+#include "runtime/selftest.h"
+
+using vyre::Errorf;
+
+extern "C" {
+
+VYRE_API vyre_status vyre_device_count(uint32_t* out_count) {
+  return vyre::ApiCall("vyre_device_count", [&]() -> absl::Status {
+    VYRE_RETURN_IF_ERROR(vyre::RequireOut("vyre_device_count", out_count, "out_count"));
+    VYRE_RETURN_IF_ERROR(vyre::driver::EnsureLoaded());
+    *out_count = static_cast<uint32_t>(vyre::driver::DeviceCount());
+    return absl::OkStatus();
+  });
+}
+
+VYRE_API vyre_status vyre_device_info_get(uint32_t ordinal, vyre_device_info* out) {
+  const char* what = "vyre_device_info_get";
+  return vyre::ApiCall(what, [&]() -> absl::Status {
+    VYRE_RETURN_IF_ERROR(vyre::CheckOutStruct(what, "vyre_device_info", out));
+    VYRE_RETURN_IF_ERROR(vyre::CheckDeviceOrdinal(what, ordinal));
+    vyre_device_info info{};
+    VYRE_RETURN_IF_ERROR(vyre::QueryDeviceInfo(ordinal, &info));
+    return vyre::WriteOutStruct(what, "vyre_device_info", out, info);
+  });
+}
+
+VYRE_API vyre_status vyre_context_create(const vyre_context_desc* desc, vyre_context* out) {
+  const char* what = "vyre_context_create";
+  return vyre::ApiCall(what, [&]() -> absl::Status {
+    VYRE_RETURN_IF_ERROR(vyre::RequireOut(what, out, "out"));
+    out->bits = 0;
+    vyre_context_desc d;
+    VYRE_RETURN_IF_ERROR(vyre::ReadDescriptor(what, "vyre_context_desc", desc, &d));
+    VYRE_ASSIGN_OR_RETURN(std::shared_ptr<vyre::Context> ctx, vyre::Context::Create(d));
+    VYRE_ASSIGN_OR_RETURN(uint64_t bits, vyre::Contexts().Insert(ctx));
+    ctx->set_handle(bits);
+    out->bits = bits;
+    return absl::OkStatus();
+  });
+}
+
+VYRE_API vyre_status vyre_context_destroy(vyre_context context) {
+  const char* what = "vyre_context_destroy";
+  return vyre::ApiCall(what, [&]() -> absl::Status {
+    VYRE_ASSIGN_OR_RETURN(std::shared_ptr<vyre::Context> ctx,
+                          vyre::Contexts().Remove(context.bits, what));
+    auto owned = ctx->Close();
+    // Pending dispatches first: they hold programs and buffers until their
+    // device work is drained.
+    auto rank = [](vyre::HandleType t) {
+      return t == vyre::HandleType::kPending ? 0 : t == vyre::HandleType::kProgram ? 1 : 2;
+    };
+    std::sort(owned.begin(), owned.end(),
+              [&](const auto& a, const auto& b) { return rank(a.first) < rank(b.first); });
+    for (const auto& [type, bits] : owned) vyre::RemoveOwnedHandle(type, bits);
+    return absl::OkStatus();
+  });
+}
+
+VYRE_API vyre_status vyre_context_device_info(vyre_context context, vyre_device_info* out) {
+  const char* what = "vyre_context_device_info";
+  return vyre::ApiCall(what, [&]() -> absl::Status {
+    VYRE_ASSIGN_OR_RETURN(std::shared_ptr<vyre::Context> ctx,
+                          vyre::Contexts().Lookup(context.bits, what));
+    return vyre::WriteOutStruct(what, "vyre_device_info", out, ctx->device());
+  });
+}
+
+VYRE_API vyre_status vyre_context_telemetry(vyre_context context, vyre_telemetry* out) {
+  const char* what = "vyre_context_telemetry";
+  return vyre::ApiCall(what, [&]() -> absl::Status {
+    VYRE_ASSIGN_OR_RETURN(std::shared_ptr<vyre::Context> ctx,
+                          vyre::Contexts().Lookup(context.bits, what));
+    return vyre::WriteOutStruct(what, "vyre_telemetry", out, ctx->Snapshot());
+  });
+}
+
+VYRE_API vyre_status vyre_context_trim(vyre_context context) {
+  const char* what = "vyre_context_trim";
+  return vyre::ApiCall(what, [&]() -> absl::Status {
+    VYRE_ASSIGN_OR_RETURN(std::shared_ptr<vyre::Context> ctx,
+                          vyre::Contexts().Lookup(context.bits, what));
+    ctx->Trim();
+    return absl::OkStatus();
+  });
+}
+
+VYRE_API vyre_status vyre_context_selftest(vyre_context context) {
+  const char* what = "vyre_context_selftest";
+  return vyre::ApiCall(what, [&]() -> absl::Status {
+    VYRE_ASSIGN_OR_RETURN(std::shared_ptr<vyre::Context> ctx,
+                          vyre::Contexts().Lookup(context.bits, what));
+    return vyre::RunSelfTest(ctx, what);
+  });
+}
+
+}  // extern "C"

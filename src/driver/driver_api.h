@@ -1,0 +1,99 @@
+// The one table of CUDA driver entry points. Every driver call in the library
+// goes through Api(); entries are resolved with cuGetProcAddress at the pinned
+// ABI version below, so the library never links libcuda and tests can swap
+// entries (fault injection, a fake driver) in one place.
+#ifndef VYRE_DRIVER_DRIVER_API_H_
+#define VYRE_DRIVER_DRIVER_API_H_
+
+#include <cuda.h>
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+
+namespace vyre::driver {
+
+// The driver ABI the table is resolved at: CUDA 12.0, the oldest driver the
+// library supports. A driver older than this is VYRE_STATUS_DRIVER_TOO_OLD.
+constexpr int kPinnedDriverVersion = 12000;
+
+// X(name): every entry point the engine calls. Names are the unversioned API
+// names; cuda.h maps the struct members to their _v2 spellings consistently.
+#define VYRE_DRIVER_ENTRY_POINTS(X)            \
+  X(cuInit)                                    \
+  X(cuDriverGetVersion)                        \
+  X(cuGetErrorName)                            \
+  X(cuGetErrorString)                          \
+  X(cuDeviceGetCount)                          \
+  X(cuDeviceGet)                               \
+  X(cuDeviceGetName)                           \
+  X(cuDeviceGetAttribute)                      \
+  X(cuDeviceTotalMem)                          \
+  X(cuDevicePrimaryCtxRetain)                  \
+  X(cuDevicePrimaryCtxRelease)                 \
+  X(cuCtxGetCurrent)                           \
+  X(cuCtxSetCurrent)                           \
+  X(cuCtxSynchronize)                          \
+  X(cuMemGetInfo)                              \
+  X(cuMemAlloc)                                \
+  X(cuMemFree)                                 \
+  X(cuMemHostAlloc)                            \
+  X(cuMemFreeHost)                             \
+  X(cuMemcpyHtoDAsync)                         \
+  X(cuMemcpyDtoHAsync)                         \
+  X(cuMemsetD8Async)                           \
+  X(cuModuleLoadDataEx)                        \
+  X(cuModuleUnload)                            \
+  X(cuModuleGetFunction)                       \
+  X(cuFuncGetAttribute)                        \
+  X(cuFuncSetAttribute)                        \
+  X(cuOccupancyMaxActiveBlocksPerMultiprocessor) \
+  X(cuLaunchKernel)                            \
+  X(cuLaunchCooperativeKernel)                 \
+  X(cuStreamCreate)                            \
+  X(cuStreamDestroy)                           \
+  X(cuStreamSynchronize)                       \
+  X(cuStreamQuery)                             \
+  X(cuEventCreate)                             \
+  X(cuEventDestroy)                            \
+  X(cuEventRecord)                             \
+  X(cuEventSynchronize)                        \
+  X(cuEventQuery)                              \
+  X(cuEventElapsedTime)
+
+enum class Entry : int {
+#define VYRE_DRIVER_ENUM(name) k_##name,
+  VYRE_DRIVER_ENTRY_POINTS(VYRE_DRIVER_ENUM)
+#undef VYRE_DRIVER_ENUM
+  kCount
+};
+
+struct DriverApi {
+#define VYRE_DRIVER_MEMBER(name) decltype(&::name) name = nullptr;
+  VYRE_DRIVER_ENTRY_POINTS(VYRE_DRIVER_MEMBER)
+#undef VYRE_DRIVER_MEMBER
+};
+
+// The unversioned name of an entry, e.g. "cuMemAlloc".
+const char* EntryName(Entry entry);
+
+// Loads libcuda.so.1 (or $VYRE_CUDA_DRIVER_LIBRARY) once per process and
+// calls cuInit. Later calls return the first outcome. A driver that loads but
+// sees no device is OK here; DeviceCount() then reports 0.
+absl::Status EnsureLoaded();
+
+// The table; only valid after EnsureLoaded() returned OK.
+const DriverApi& Api();
+
+// Devices visible after cuInit (0 when cuInit said CUDA_ERROR_NO_DEVICE).
+int DeviceCount();
+// cuDriverGetVersion() of the loaded driver.
+int DriverVersion();
+
+// Test seam: the live table, so tests can wrap entries. Not thread-safe
+// against concurrent driver calls; swap entries only while idle.
+DriverApi& MutableApiForTesting();
+
+}  // namespace vyre::driver
+
+#endif  // VYRE_DRIVER_DRIVER_API_H_

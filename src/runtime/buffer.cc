@@ -1,0 +1,159 @@
+#include "runtime/buffer.h"
+
+#include <cstring>
+
+#include "base/checked_math.h"
+#include "base/status.h"
+#include "driver/cu_error.h"
+#include "runtime/memory.h"
+
+namespace vyre {
+namespace {
+
+constexpr uint64_t kRangeAlignment = 16;
+
+// The two range structs differ only in the constness of the host pointer.
+const void* HostPointerOf(const vyre_upload_range& r) { return r.src; }
+const void* HostPointerOf(const vyre_download_range& r) { return r.dst; }
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<Buffer>> Buffer::Allocate(std::shared_ptr<Context> context,
+                                                         uint64_t bytes) {
+  driver::ScopedContext bind(context->cu());
+  VYRE_ASSIGN_OR_RETURN(uint64_t address,
+                        AllocateDeviceBytes(bytes, "vyre_buffer_alloc", &context->telemetry()));
+  context->telemetry().live_buffers.Add();
+  return std::shared_ptr<Buffer>(
+      new Buffer(std::move(context), static_cast<CUdeviceptr>(address), bytes));
+}
+
+Buffer::~Buffer() {
+  driver::ScopedContext bind(context_->cu());
+  FreeDeviceBytes(device_, bytes_, &context_->telemetry());
+  context_->telemetry().live_buffers.Sub(1);
+}
+
+template <typename Range>
+absl::Status Buffer::CheckRanges(const Range* ranges, size_t count, const char* what,
+                                 uint64_t* total) const {
+  if (count > 0 && ranges == nullptr) {
+    return Errorf(VYRE_STATUS_INVALID_ARGUMENT,
+                  "%s: ranges is NULL but range_count is %u. Fix: pass an array of range_count "
+                  "ranges, or range_count 0.",
+                  what, count);
+  }
+  uint64_t sum = 0;
+  for (size_t i = 0; i < count; ++i) {
+    const Range& r = ranges[i];
+    if (r.bytes > 0 && HostPointerOf(r) == nullptr) {
+      return Errorf(VYRE_STATUS_INVALID_ARGUMENT,
+                    "%s: range %u has %u bytes but a NULL host pointer. Fix: pass host memory "
+                    "of at least that many bytes.",
+                    what, i, r.bytes);
+    }
+    if (!RangeInside(r.offset, r.bytes, bytes_)) {
+      return Errorf(VYRE_STATUS_OUT_OF_RANGE,
+                    "%s: range %u [offset %u, +%u bytes) ends past the buffer's %u bytes. Fix: "
+                    "keep offset + bytes within the size passed to vyre_buffer_alloc.",
+                    what, i, r.offset, r.bytes, bytes_);
+    }
+    auto aligned = CheckedAlignUp(r.bytes, kRangeAlignment);
+    auto next = aligned ? CheckedAdd(sum, *aligned) : std::nullopt;
+    if (!next) {
+      return Errorf(VYRE_STATUS_OUT_OF_RANGE,
+                    "%s: the ranges' total size overflows 64 bits. Fix: pass fewer or smaller "
+                    "ranges.",
+                    what);
+    }
+    sum = *next;
+  }
+  *total = sum;
+  return absl::OkStatus();
+}
+
+absl::Status Buffer::Upload(const vyre_upload_range* ranges, size_t count, const char* what) {
+  uint64_t total = 0;
+  VYRE_RETURN_IF_ERROR(CheckRanges(ranges, count, what, &total));
+  if (total == 0) return absl::OkStatus();
+  Context& ctx = *context_;
+  Telemetry& t = ctx.telemetry();
+  driver::ScopedContext bind(ctx.cu());
+  PoolBlock staging;
+  if (total <= kStagedCopyLimit) {
+    VYRE_ASSIGN_OR_RETURN(staging, ctx.pinned_pool().Acquire(total, what));
+  }
+  uint64_t cursor = 0;
+  absl::Status status;
+  for (size_t i = 0; i < count && status.ok(); ++i) {
+    const vyre_upload_range& r = ranges[i];
+    if (r.bytes == 0) continue;
+    const void* source = r.src;
+    if (staging) {
+      std::memcpy(staging.host() + cursor, r.src, r.bytes);
+      source = staging.host() + cursor;
+      cursor += *CheckedAlignUp(r.bytes, kRangeAlignment);
+    }
+    CUresult result = driver::Api().cuMemcpyHtoDAsync(device_ + r.offset, source, r.bytes,
+                                                      ctx.stream());
+    if (result != CUDA_SUCCESS) {
+      status = driver::CuError(result, what, "cuMemcpyHtoDAsync");
+      break;
+    }
+    t.h2d_operations.Add();
+    t.h2d_bytes.Add(r.bytes);
+  }
+  // Synchronise even after a failed enqueue: the staging block must not be
+  // reused while an earlier copy may still read it.
+  CUresult sync = driver::Api().cuStreamSynchronize(ctx.stream());
+  t.sync_points.Add();
+  VYRE_RETURN_IF_ERROR(status);
+  if (sync != CUDA_SUCCESS) return driver::CuError(sync, what, "cuStreamSynchronize");
+  return absl::OkStatus();
+}
+
+absl::Status Buffer::Download(const vyre_download_range* ranges, size_t count,
+                              const char* what) {
+  uint64_t total = 0;
+  VYRE_RETURN_IF_ERROR(CheckRanges(ranges, count, what, &total));
+  if (total == 0) return absl::OkStatus();
+  Context& ctx = *context_;
+  Telemetry& t = ctx.telemetry();
+  driver::ScopedContext bind(ctx.cu());
+  PoolBlock staging;
+  if (total <= kStagedCopyLimit) {
+    VYRE_ASSIGN_OR_RETURN(staging, ctx.pinned_pool().Acquire(total, what));
+  }
+  uint64_t cursor = 0;
+  absl::Status status;
+  for (size_t i = 0; i < count; ++i) {
+    const vyre_download_range& r = ranges[i];
+    if (r.bytes == 0) continue;
+    void* target = staging ? static_cast<void*>(staging.host() + cursor) : r.dst;
+    if (staging) cursor += *CheckedAlignUp(r.bytes, kRangeAlignment);
+    CUresult result =
+        driver::Api().cuMemcpyDtoHAsync(target, device_ + r.offset, r.bytes, ctx.stream());
+    if (result != CUDA_SUCCESS) {
+      status = driver::CuError(result, what, "cuMemcpyDtoHAsync");
+      break;
+    }
+    t.d2h_operations.Add();
+    t.d2h_bytes.Add(r.bytes);
+  }
+  CUresult sync = driver::Api().cuStreamSynchronize(ctx.stream());
+  t.sync_points.Add();
+  VYRE_RETURN_IF_ERROR(status);
+  if (sync != CUDA_SUCCESS) return driver::CuError(sync, what, "cuStreamSynchronize");
+  if (staging) {
+    cursor = 0;
+    for (size_t i = 0; i < count; ++i) {
+      const vyre_download_range& r = ranges[i];
+      if (r.bytes == 0) continue;
+      std::memcpy(r.dst, staging.host() + cursor, r.bytes);
+      cursor += *CheckedAlignUp(r.bytes, kRangeAlignment);
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace vyre

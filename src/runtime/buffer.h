@@ -1,0 +1,55 @@
+// Resident device buffers: caller-owned device memory that dispatches bind by
+// range and that uploads and downloads move data into and out of.
+#ifndef VYRE_RUNTIME_BUFFER_H_
+#define VYRE_RUNTIME_BUFFER_H_
+
+#include <cuda.h>
+
+#include <cstdint>
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "runtime/context.h"
+#include "vyre_cuda.h"
+
+namespace vyre {
+
+class Buffer {
+ public:
+  static absl::StatusOr<std::shared_ptr<Buffer>> Allocate(std::shared_ptr<Context> context,
+                                                          uint64_t bytes);
+  ~Buffer();
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+
+  Context& context() const { return *context_; }
+  const std::shared_ptr<Context>& context_ref() const { return context_; }
+  CUdeviceptr device() const { return device_; }
+  uint64_t bytes() const { return bytes_; }
+  uint64_t handle() const { return handle_; }
+  void set_handle(uint64_t bits) { handle_ = bits; }
+
+  absl::Status Upload(const vyre_upload_range* ranges, size_t count, const char* what);
+  absl::Status Download(const vyre_download_range* ranges, size_t count, const char* what);
+
+ private:
+  Buffer(std::shared_ptr<Context> context, CUdeviceptr device, uint64_t bytes)
+      : context_(std::move(context)), device_(device), bytes_(bytes) {}
+  template <typename Range>
+  absl::Status CheckRanges(const Range* ranges, size_t count, const char* what,
+                           uint64_t* total) const;
+
+  std::shared_ptr<Context> context_;  // first: outlives the memory below
+  CUdeviceptr device_;
+  uint64_t bytes_;
+  uint64_t handle_ = 0;
+};
+
+// Copies at or under this many bytes go through pinned staging (one memcpy
+// and one DMA); larger ones let the driver copy from pageable memory, which
+// beats a single-threaded staging memcpy at that size.
+constexpr uint64_t kStagedCopyLimit = uint64_t{1} << 20;
+
+}  // namespace vyre
+
+#endif  // VYRE_RUNTIME_BUFFER_H_

@@ -1,0 +1,190 @@
+#include "runtime/context.h"
+
+#include <cstring>
+
+#include "base/status.h"
+#include "driver/cu_error.h"
+#include "driver/driver_api.h"
+#include "runtime/memory.h"
+
+namespace vyre {
+namespace {
+
+constexpr uint64_t kDefaultPoolLimit = uint64_t{256} << 20;
+constexpr uint64_t kZeroParamsBytes = 256;
+
+absl::StatusOr<int> Attribute(CUdevice device, CUdevice_attribute attribute) {
+  int value = 0;
+  VYRE_CU("querying a device attribute", cuDeviceGetAttribute, &value, attribute, device);
+  return value;
+}
+
+}  // namespace
+
+absl::Status CheckDeviceOrdinal(const char* what, uint32_t ordinal) {
+  VYRE_RETURN_IF_ERROR(driver::EnsureLoaded());
+  int count = driver::DeviceCount();
+  if (count == 0) {
+    return Errorf(VYRE_STATUS_NO_DEVICE,
+                  "%s: the CUDA driver reports no device. Fix: run on a machine with an NVIDIA "
+                  "GPU, and check nvidia-smi and CUDA_VISIBLE_DEVICES.",
+                  what);
+  }
+  if (ordinal >= static_cast<uint32_t>(count)) {
+    return Errorf(VYRE_STATUS_NO_DEVICE,
+                  "%s: device ordinal %u does not exist; %d device(s) are visible. Fix: pass an "
+                  "ordinal below vyre_device_count().",
+                  what, ordinal, count);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status QueryDeviceInfo(uint32_t ordinal, vyre_device_info* info) {
+  CUdevice device = 0;
+  VYRE_CU("getting a CUDA device", cuDeviceGet, &device, static_cast<int>(ordinal));
+  vyre_device_info out{};
+  out.struct_size = sizeof(out);
+  out.ordinal = ordinal;
+  VYRE_CU("reading the device name", cuDeviceGetName, out.name, sizeof(out.name) - 1, device);
+  size_t total = 0;
+  VYRE_CU("reading the device memory size", cuDeviceTotalMem, &total, device);
+  out.total_memory_bytes = total;
+  struct {
+    uint32_t* field;
+    CUdevice_attribute attribute;
+  } attributes[] = {
+      {&out.compute_capability_major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR},
+      {&out.compute_capability_minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR},
+      {&out.multiprocessor_count, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT},
+      {&out.max_threads_per_block, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK},
+      {&out.max_block_dim[0], CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X},
+      {&out.max_block_dim[1], CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y},
+      {&out.max_block_dim[2], CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z},
+      {&out.max_grid_dim[0], CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X},
+      {&out.max_grid_dim[1], CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y},
+      {&out.max_grid_dim[2], CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z},
+      {&out.max_shared_memory_per_block, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN},
+      {&out.warp_size, CU_DEVICE_ATTRIBUTE_WARP_SIZE},
+      {&out.cooperative_launch, CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH},
+  };
+  for (auto& a : attributes) {
+    VYRE_ASSIGN_OR_RETURN(int value, Attribute(device, a.attribute));
+    *a.field = static_cast<uint32_t>(value);
+  }
+  out.driver_version = static_cast<uint32_t>(driver::DriverVersion());
+  *info = out;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::shared_ptr<Context>> Context::Create(const vyre_context_desc& desc) {
+  const char* what = "vyre_context_create";
+  VYRE_RETURN_IF_ERROR(CheckDeviceOrdinal(what, desc.device_ordinal));
+  std::shared_ptr<Context> ctx(new Context());
+  CUdevice device = 0;
+  VYRE_CU("vyre_context_create: getting the device", cuDeviceGet, &device,
+          static_cast<int>(desc.device_ordinal));
+  CUcontext primary = nullptr;
+  VYRE_CU("vyre_context_create: retaining the device's primary context",
+          cuDevicePrimaryCtxRetain, &primary, device);
+  ctx->primary_.Adopt(device, primary);
+  driver::ScopedContext bind(primary);
+  VYRE_RETURN_IF_ERROR(QueryDeviceInfo(desc.device_ordinal, &ctx->info_));
+  VYRE_CU("vyre_context_create: creating the context's stream", cuStreamCreate,
+          ctx->stream_.out(), CU_STREAM_NON_BLOCKING);
+  uint64_t transient_limit =
+      desc.transient_pool_limit_bytes ? desc.transient_pool_limit_bytes : kDefaultPoolLimit;
+  uint64_t pinned_limit =
+      desc.pinned_pool_limit_bytes ? desc.pinned_pool_limit_bytes : kDefaultPoolLimit;
+  ctx->device_pool_ = std::make_unique<BlockPool>(PoolKind::kDevice, primary, transient_limit,
+                                                  &ctx->telemetry_);
+  ctx->pinned_pool_ = std::make_unique<BlockPool>(PoolKind::kPinned, primary, pinned_limit,
+                                                  &ctx->telemetry_);
+  ctx->events_ = std::make_unique<EventPool>(primary);
+  ctx->modules_ = std::make_unique<ModuleCache>(
+      primary, static_cast<int>(ctx->info_.compute_capability_major),
+      static_cast<int>(ctx->info_.compute_capability_minor), &ctx->telemetry_);
+  VYRE_ASSIGN_OR_RETURN(uint64_t zero,
+                        AllocateDeviceBytes(kZeroParamsBytes, what, &ctx->telemetry_));
+  ctx->zero_params_ = static_cast<CUdeviceptr>(zero);
+  VYRE_CU("vyre_context_create: clearing the empty parameter block", cuMemsetD8Async,
+          ctx->zero_params_, 0, kZeroParamsBytes, ctx->stream_.get());
+  VYRE_CU("vyre_context_create: waiting for the context's stream", cuStreamSynchronize,
+          ctx->stream_.get());
+  return ctx;
+}
+
+Context::~Context() {
+  if (primary_.get() == nullptr) return;
+  driver::ScopedContext bind(primary_.get());
+  if (stream_) {
+    CUresult r = driver::Api().cuStreamSynchronize(stream_.get());
+    if (r != CUDA_SUCCESS) driver::LogReleaseFailure("cuStreamSynchronize", r);
+  }
+  modules_.reset();
+  events_.reset();
+  pinned_pool_.reset();
+  device_pool_.reset();
+  if (zero_params_ != 0) FreeDeviceBytes(zero_params_, kZeroParamsBytes, &telemetry_);
+  stream_.reset();
+}
+
+absl::Status Context::Adopt(HandleType type, uint64_t bits, const char* what) {
+  absl::MutexLock lock(&mu_);
+  if (closed_) {
+    return Errorf(VYRE_STATUS_STALE_HANDLE,
+                  "%s: the context was destroyed while this call ran. Fix: do not destroy a "
+                  "context while other threads still use it.",
+                  what);
+  }
+  owned_.insert({type, bits});
+  return absl::OkStatus();
+}
+
+void Context::Disown(HandleType type, uint64_t bits) {
+  absl::MutexLock lock(&mu_);
+  owned_.erase({type, bits});
+}
+
+std::vector<std::pair<HandleType, uint64_t>> Context::Close() {
+  absl::MutexLock lock(&mu_);
+  closed_ = true;
+  std::vector<std::pair<HandleType, uint64_t>> owned(owned_.begin(), owned_.end());
+  owned_.clear();
+  return owned;
+}
+
+void Context::Trim() {
+  device_pool_->Trim();
+  pinned_pool_->Trim();
+}
+
+vyre_telemetry Context::Snapshot() const {
+  const Telemetry& t = telemetry_;
+  vyre_telemetry out{};
+  out.struct_size = sizeof(out);
+  out.h2d_bytes = t.h2d_bytes.Get();
+  out.h2d_operations = t.h2d_operations.Get();
+  out.d2h_bytes = t.d2h_bytes.Get();
+  out.d2h_operations = t.d2h_operations.Get();
+  out.memset_operations = t.memset_operations.Get();
+  out.kernel_launches = t.kernel_launches.Get();
+  out.sync_points = t.sync_points.Get();
+  out.dispatches = t.dispatches.Get();
+  out.transient_pool_hits = t.transient_pool_hits.Get();
+  out.transient_pool_misses = t.transient_pool_misses.Get();
+  out.transient_pool_cached_bytes = t.transient_pool_cached_bytes.Get();
+  out.pinned_pool_hits = t.pinned_pool_hits.Get();
+  out.pinned_pool_misses = t.pinned_pool_misses.Get();
+  out.pinned_pool_cached_bytes = t.pinned_pool_cached_bytes.Get();
+  out.module_cache_hits = t.module_cache_hits.Get();
+  out.module_cache_misses = t.module_cache_misses.Get();
+  out.module_loads = t.module_loads.Get();
+  out.device_bytes_live = t.device_bytes_live.Get();
+  out.pinned_bytes_live = t.pinned_bytes_live.Get();
+  out.live_buffers = t.live_buffers.Get();
+  out.live_programs = t.live_programs.Get();
+  out.live_pendings = t.live_pendings.Get();
+  return out;
+}
+
+}  // namespace vyre

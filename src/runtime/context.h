@@ -1,0 +1,83 @@
+// A vyre context: one device's primary CUDA context plus everything the
+// library keeps per device (stream, pools, module cache, counters) and the
+// handles it owns, so destroying it releases them all.
+#ifndef VYRE_RUNTIME_CONTEXT_H_
+#define VYRE_RUNTIME_CONTEXT_H_
+
+#include <cuda.h>
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "base/handle_registry.h"
+#include "driver/guards.h"
+#include "runtime/device_pools.h"
+#include "runtime/module_cache.h"
+#include "runtime/telemetry.h"
+#include "vyre_cuda.h"
+
+namespace vyre {
+
+// Fills `info` for a device ordinal; the driver must be loaded.
+absl::Status QueryDeviceInfo(uint32_t ordinal, vyre_device_info* info);
+// Loads the driver and checks that `ordinal` names a device.
+absl::Status CheckDeviceOrdinal(const char* what, uint32_t ordinal);
+
+class Context {
+ public:
+  static absl::StatusOr<std::shared_ptr<Context>> Create(const vyre_context_desc& desc);
+  ~Context();
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+
+  CUcontext cu() const { return primary_.get(); }
+  CUstream stream() const { return stream_.get(); }
+  const vyre_device_info& device() const { return info_; }
+  Telemetry& telemetry() { return telemetry_; }
+  BlockPool& device_pool() { return *device_pool_; }
+  BlockPool& pinned_pool() { return *pinned_pool_; }
+  EventPool& events() { return *events_; }
+  ModuleCache& modules() { return *modules_; }
+  // 256 zero bytes on the device: the parameter block of dispatches that pass
+  // no parameter words, so kernels reading params[0] read 0, not garbage.
+  CUdeviceptr zero_params() const { return zero_params_; }
+
+  uint64_t handle() const { return handle_; }
+  void set_handle(uint64_t bits) { handle_ = bits; }
+
+  // Records that the context owns a handle. Fails with STALE_HANDLE when the
+  // context is being destroyed, so no object outlives its context's handle.
+  absl::Status Adopt(HandleType type, uint64_t bits, const char* what);
+  void Disown(HandleType type, uint64_t bits);
+  // Marks the context destroyed and returns what it owned.
+  std::vector<std::pair<HandleType, uint64_t>> Close();
+
+  void Trim();
+  vyre_telemetry Snapshot() const;
+
+ private:
+  Context() = default;
+
+  driver::PrimaryContextGuard primary_;  // first member: released last
+  vyre_device_info info_{};
+  Telemetry telemetry_;
+  driver::StreamGuard stream_;
+  std::unique_ptr<BlockPool> device_pool_;
+  std::unique_ptr<BlockPool> pinned_pool_;
+  std::unique_ptr<EventPool> events_;
+  std::unique_ptr<ModuleCache> modules_;
+  CUdeviceptr zero_params_ = 0;
+  uint64_t handle_ = 0;
+
+  absl::Mutex mu_;
+  bool closed_ ABSL_GUARDED_BY(mu_) = false;
+  absl::flat_hash_set<std::pair<HandleType, uint64_t>> owned_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace vyre
+
+#endif  // VYRE_RUNTIME_CONTEXT_H_

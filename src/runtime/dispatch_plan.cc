@@ -1,0 +1,321 @@
+#include "runtime/dispatch_plan.h"
+
+#include "absl/strings/str_cat.h"
+#include "base/checked_math.h"
+#include "base/status.h"
+#include "base/struct_size.h"
+#include "runtime/registries.h"
+
+namespace vyre {
+namespace {
+
+constexpr uint32_t kKnownFlags = VYRE_DISPATCH_FLAG_DEVICE_TIMING | VYRE_DISPATCH_FLAG_COOPERATIVE;
+
+absl::Status BindHost(const char* what, size_t i, const BindingDecl& decl,
+                      const vyre_dispatch_binding& in, PlannedBinding* out) {
+  if (in.host_bytes == 0) {
+    return Errorf(VYRE_STATUS_INVALID_ARGUMENT,
+                  "%s: binding %u ('%s') is HOST with host_bytes 0. Fix: pass the binding's "
+                  "length in bytes.",
+                  what, i, decl.name);
+  }
+  if (decl.reads() && in.host_input == nullptr) {
+    return Errorf(VYRE_STATUS_INVALID_ARGUMENT,
+                  "%s: binding %u ('%s') is read by the kernel but host_input is NULL. Fix: "
+                  "point host_input at %u bytes of input.",
+                  what, i, decl.name, in.host_bytes);
+  }
+  if (decl.writes() && in.host_output == nullptr) {
+    return Errorf(VYRE_STATUS_INVALID_ARGUMENT,
+                  "%s: binding %u ('%s') is written by the kernel but host_output is NULL. "
+                  "Fix: point host_output at %u writable bytes (it may equal host_input).",
+                  what, i, decl.name, in.host_bytes);
+  }
+  out->host = true;
+  out->host_input = in.host_input;
+  out->host_output = in.host_output;
+  out->bytes = in.host_bytes;
+  out->staged = in.host_bytes <= kStagedCopyLimit;
+  return absl::OkStatus();
+}
+
+absl::Status BindResident(const char* what, size_t i, const BindingDecl& decl,
+                          const Context& context, const vyre_dispatch_binding& in,
+                          PlannedBinding* out) {
+  std::string field = absl::StrCat(what, ": binding ", i, " ('", decl.name, "')");
+  VYRE_ASSIGN_OR_RETURN(out->buffer, Buffers().Lookup(in.buffer.bits, field.c_str()));
+  const Buffer& buffer = *out->buffer;
+  if (&buffer.context() != &context) {
+    return Errorf(VYRE_STATUS_INVALID_ARGUMENT,
+                  "%s: the buffer belongs to another context. Fix: bind buffers allocated on "
+                  "the program's context.",
+                  field);
+  }
+  if (in.offset > buffer.bytes()) {
+    return Errorf(VYRE_STATUS_OUT_OF_RANGE,
+                  "%s: offset %u is past the buffer's %u bytes. Fix: bind a range inside the "
+                  "buffer.",
+                  field, in.offset, buffer.bytes());
+  }
+  uint64_t length = in.length ? in.length : buffer.bytes() - in.offset;
+  if (!RangeInside(in.offset, length, buffer.bytes())) {
+    return Errorf(VYRE_STATUS_OUT_OF_RANGE,
+                  "%s: range [%u, +%u) ends past the buffer's %u bytes. Fix: keep offset + "
+                  "length within the buffer.",
+                  field, in.offset, length, buffer.bytes());
+  }
+  if (length == 0) {
+    return Errorf(VYRE_STATUS_INVALID_ARGUMENT,
+                  "%s: the bound range is empty (offset %u is the buffer's end). Fix: bind at "
+                  "least one element.",
+                  field, in.offset);
+  }
+  out->offset = in.offset;
+  out->bytes = length;
+  return absl::OkStatus();
+}
+
+absl::Status CheckLength(const char* what, size_t i, const BindingDecl& decl,
+                         PlannedBinding* bound, uint64_t* elements) {
+  if (bound->bytes % decl.element_size != 0) {
+    return Errorf(VYRE_STATUS_INVALID_ARGUMENT,
+                  "%s: binding %u ('%s') is %u bytes, not a multiple of its %u-byte elements. "
+                  "Fix: bind a whole number of elements.",
+                  what, i, decl.name, bound->bytes, decl.element_size);
+  }
+  *elements = bound->bytes / decl.element_size;
+  if (decl.element_count != 0 && *elements != decl.element_count) {
+    return Errorf(VYRE_STATUS_INVALID_ARGUMENT,
+                  "%s: binding %u ('%s') holds %u elements but the program declares %u. Fix: "
+                  "bind exactly element_count x element_size = %u bytes.",
+                  what, i, decl.name, *elements, decl.element_count,
+                  decl.element_count * decl.element_size);
+  }
+  if (decl.writes()) {
+    bound->readback_offset = decl.output_offset;
+    bound->readback_bytes = decl.output_length ? decl.output_length : bound->bytes;
+    if (decl.output_length != 0 &&
+        !RangeInside(decl.output_offset, decl.output_length, bound->bytes)) {
+      return Errorf(VYRE_STATUS_OUT_OF_RANGE,
+                    "%s: binding %u ('%s') declares output range [%u, +%u) but only %u bytes "
+                    "are bound. Fix: bind at least output_offset + output_length bytes.",
+                    what, i, decl.name, decl.output_offset, decl.output_length, bound->bytes);
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status PlanShape(const Program& program, const vyre_dispatch_desc& desc, const char* what,
+                       uint64_t max_elements, DispatchPlan* plan) {
+  const vyre_device_info& device = program.context().device();
+  if (desc.block[0] == 0 && desc.block[1] == 0 && desc.block[2] == 0) {
+    for (int a = 0; a < 3; ++a) plan->block[a] = program.workgroup()[a];
+  } else {
+    plan->block[0] = desc.block[0];
+    plan->block[1] = desc.block[1] ? desc.block[1] : 1;
+    plan->block[2] = desc.block[2] ? desc.block[2] : 1;
+  }
+  VYRE_RETURN_IF_ERROR(
+      CheckBlockShape(what, plan->block, device, program.max_threads_per_block()));
+  if (desc.grid[0] == 0 && desc.grid[1] == 0 && desc.grid[2] == 0) {
+    uint64_t elements = desc.element_count ? desc.element_count : max_elements;
+    uint64_t threads = uint64_t{plan->block[0]} * plan->block[1] * plan->block[2];
+    uint64_t blocks = elements == 0 ? 1 : (elements + threads - 1) / threads;
+    if (blocks > device.max_grid_dim[0]) {
+      return Errorf(VYRE_STATUS_LIMIT_EXCEEDED,
+                    "%s: covering %u elements with %u-thread blocks needs %u blocks, over the "
+                    "device's grid limit of %u. Fix: give an explicit 2-D/3-D grid, larger "
+                    "blocks, or split the dispatch.",
+                    what, elements, threads, blocks, device.max_grid_dim[0]);
+    }
+    plan->grid[0] = static_cast<uint32_t>(blocks);
+    plan->grid[1] = plan->grid[2] = 1;
+  } else {
+    plan->grid[0] = desc.grid[0];
+    plan->grid[1] = desc.grid[1] ? desc.grid[1] : 1;
+    plan->grid[2] = desc.grid[2] ? desc.grid[2] : 1;
+    for (int a = 0; a < 3; ++a) {
+      if (plan->grid[a] == 0) {
+        return Errorf(VYRE_STATUS_INVALID_ARGUMENT,
+                      "%s: grid dimension %c is 0. Fix: use at least 1 block per axis, or an "
+                      "all-zero grid to derive it from the element count.",
+                      what, "xyz"[a]);
+      }
+      if (plan->grid[a] > device.max_grid_dim[a]) {
+        return Errorf(VYRE_STATUS_LIMIT_EXCEEDED,
+                      "%s: grid dimension %c is %u, over the device's limit of %u. Fix: use a "
+                      "smaller grid or split the dispatch.",
+                      what, "xyz"[a], plan->grid[a], device.max_grid_dim[a]);
+      }
+    }
+  }
+  plan->shared_memory_bytes = program.shared_memory_bytes() + desc.shared_memory_bytes;
+  if (plan->shared_memory_bytes > device.max_shared_memory_per_block) {
+    return Errorf(VYRE_STATUS_LIMIT_EXCEEDED,
+                  "%s: %u bytes of dynamic shared memory exceed the %u bytes per block that %s "
+                  "offers. Fix: request less shared memory.",
+                  what, plan->shared_memory_bytes, device.max_shared_memory_per_block,
+                  device.name);
+  }
+  if ((desc.flags & VYRE_DISPATCH_FLAG_COOPERATIVE) && !device.cooperative_launch) {
+    return Errorf(VYRE_STATUS_LIMIT_EXCEEDED,
+                  "%s: %s does not support cooperative launches. Fix: dispatch without "
+                  "VYRE_DISPATCH_FLAG_COOPERATIVE.",
+                  what, device.name);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckScalars(const Program& program, const vyre_dispatch_desc& desc,
+                          const char* what) {
+  if (desc.scalar_count > 0 && desc.scalars == nullptr) {
+    return Errorf(VYRE_STATUS_INVALID_ARGUMENT,
+                  "%s: scalars is NULL but scalar_count is %u. Fix: pass the scalar values.",
+                  what, desc.scalar_count);
+  }
+  for (size_t i = 0; i < program.params().size(); ++i) {
+    const vyre_kernel_param& p = program.params()[i];
+    if ((p.kind == VYRE_PARAM_SCALAR32 || p.kind == VYRE_PARAM_SCALAR64) &&
+        p.index >= desc.scalar_count) {
+      return Errorf(VYRE_STATUS_INVALID_ARGUMENT,
+                    "%s: kernel parameter %u reads scalar slot %u but the dispatch passes %u "
+                    "scalars. Fix: pass at least %u scalars.",
+                    what, i, p.index, desc.scalar_count, p.index + 1);
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Places host bindings in the slabs; see the layout in the header.
+absl::Status Layout(const char* what, DispatchPlan* plan) {
+  uint64_t cursor = 0;
+  auto advance = [&](uint64_t* position, uint64_t bytes) -> bool {
+    auto aligned = CheckedAlignUp(bytes, kSlabAlignment);
+    auto next = aligned ? CheckedAdd(*position, *aligned) : std::nullopt;
+    if (!next) return false;
+    *position = *next;
+    return true;
+  };
+  bool ok = advance(&cursor, plan->param_bytes);
+  for (PlannedBinding& b : plan->bindings) {
+    if (b.host && b.staged && b.decl->reads()) {
+      b.device_offset = b.pinned_offset = cursor;
+      ok = ok && advance(&cursor, b.bytes);
+    }
+  }
+  plan->h2d_prefix_bytes = cursor;
+  uint64_t pinned_cursor = cursor;
+  for (PlannedBinding& b : plan->bindings) {
+    if (b.host && !b.staged && b.decl->reads()) {
+      b.device_offset = cursor;
+      ok = ok && advance(&cursor, b.bytes);
+    }
+  }
+  plan->output_region_offset = cursor;
+  for (PlannedBinding& b : plan->bindings) {
+    if (b.host && !b.decl->reads()) {
+      b.device_offset = cursor;
+      ok = ok && advance(&cursor, b.bytes);
+      if (b.staged) {
+        b.pinned_offset = pinned_cursor;
+        ok = ok && advance(&pinned_cursor, b.bytes);
+      }
+    }
+  }
+  if (!ok) {
+    return Errorf(VYRE_STATUS_OUT_OF_RANGE,
+                  "%s: the dispatch's host bindings total more than 2^64 bytes. Fix: split "
+                  "the dispatch.",
+                  what);
+  }
+  plan->output_region_bytes = cursor - plan->output_region_offset;
+  plan->device_slab_bytes = cursor;
+  plan->pinned_slab_bytes = pinned_cursor;
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status BuildDispatchPlan(const Program& program, const vyre_dispatch_desc& desc,
+                               const char* what, DispatchPlan* plan) {
+  const std::vector<BindingDecl>& decls = program.bindings();
+  if ((desc.flags & ~kKnownFlags) != 0) {
+    return Errorf(VYRE_STATUS_INVALID_ARGUMENT,
+                  "%s: flags 0x%x contain unknown bits. Fix: use VYRE_DISPATCH_FLAG_* values "
+                  "only.",
+                  what, desc.flags);
+  }
+  if (desc.fixpoint_iterations == 0) {
+    return Errorf(VYRE_STATUS_INVALID_ARGUMENT,
+                  "%s: fixpoint_iterations is 0, so the kernel would never run. Fix: set it to "
+                  "1 or more (VYRE_DISPATCH_DESC_INIT sets 1).",
+                  what);
+  }
+  if (desc.binding_count != decls.size()) {
+    return Errorf(VYRE_STATUS_INVALID_ARGUMENT,
+                  "%s: the dispatch binds %u bindings but program '%s' declares %u. Fix: pass "
+                  "one vyre_dispatch_binding per declared binding, in declaration order.",
+                  what, desc.binding_count, program.entry(), decls.size());
+  }
+  if (desc.binding_count > 0 && desc.bindings == nullptr) {
+    return Errorf(VYRE_STATUS_INVALID_ARGUMENT,
+                  "%s: bindings is NULL but binding_count is %u. Fix: pass the binding array.",
+                  what, desc.binding_count);
+  }
+  if (desc.param_word_count > 0 && desc.param_words == nullptr) {
+    return Errorf(VYRE_STATUS_INVALID_ARGUMENT,
+                  "%s: param_words is NULL but param_word_count is %u. Fix: pass the words or "
+                  "a count of 0.",
+                  what, desc.param_word_count);
+  }
+  if (desc.param_word_count > (uint64_t{1} << 28)) {
+    return Errorf(VYRE_STATUS_LIMIT_EXCEEDED,
+                  "%s: %u parameter words exceed the limit of 2^28. Fix: pass bulk data "
+                  "through a binding.",
+                  what, desc.param_word_count);
+  }
+  VYRE_RETURN_IF_ERROR(CheckScalars(program, desc, what));
+  plan->iterations = desc.fixpoint_iterations;
+  plan->flags = desc.flags;
+  plan->param_words = desc.param_words;
+  plan->param_bytes = uint64_t{desc.param_word_count} * 4;
+  plan->scalars = desc.scalars;
+  plan->scalar_count = desc.scalar_count;
+
+  const unsigned char* base = reinterpret_cast<const unsigned char*>(desc.bindings);
+  uint32_t stride = desc.binding_count > 0 ? desc.bindings[0].struct_size : 0;
+  uint64_t max_elements = 0;
+  plan->bindings.resize(decls.size());
+  for (size_t i = 0; i < decls.size(); ++i) {
+    const BindingDecl& decl = decls[i];
+    PlannedBinding& bound = plan->bindings[i];
+    bound.decl = &decl;
+    if (decl.role == VYRE_ROLE_SHARED) continue;
+    const auto* raw = reinterpret_cast<const vyre_dispatch_binding*>(base + i * stride);
+    vyre_dispatch_binding in;
+    VYRE_RETURN_IF_ERROR(ReadDescriptor(what, "vyre_dispatch_binding", raw, &in));
+    if (in.struct_size != stride) {
+      return Errorf(VYRE_STATUS_UNSUPPORTED_STRUCT_SIZE,
+                    "%s: binding %u has struct_size %u but binding 0 has %u. Fix: initialise "
+                    "every binding with VYRE_DISPATCH_BINDING_INIT.",
+                    what, i, in.struct_size, stride);
+    }
+    if (in.source == VYRE_SOURCE_HOST) {
+      VYRE_RETURN_IF_ERROR(BindHost(what, i, decl, in, &bound));
+    } else if (in.source == VYRE_SOURCE_RESIDENT) {
+      VYRE_RETURN_IF_ERROR(BindResident(what, i, decl, program.context(), in, &bound));
+    } else {
+      return Errorf(VYRE_STATUS_INVALID_ARGUMENT,
+                    "%s: binding %u ('%s') has source %d. Fix: use VYRE_SOURCE_HOST or "
+                    "VYRE_SOURCE_RESIDENT.",
+                    what, i, decl.name, static_cast<int>(in.source));
+    }
+    uint64_t elements = 0;
+    VYRE_RETURN_IF_ERROR(CheckLength(what, i, decl, &bound, &elements));
+    if (elements > max_elements) max_elements = elements;
+  }
+  VYRE_RETURN_IF_ERROR(PlanShape(program, desc, what, max_elements, plan));
+  return Layout(what, plan);
+}
+
+}  // namespace vyre

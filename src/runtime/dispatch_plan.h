@@ -1,0 +1,69 @@
+// Validation and memory layout of one dispatch, before anything touches the
+// device. Host bindings share one transient device slab and one pinned slab:
+//
+//   device: [param words][staged readers][direct readers][outputs ...]
+//   pinned: [param words][staged readers][staged outputs]
+//
+// so the parameter words and every small input travel in ONE host-to-device
+// copy, and every host output is zeroed by ONE memset. "Staged" bindings
+// (at most kStagedCopyLimit bytes) go through pinned memory; larger "direct"
+// ones are copied by the driver from the caller's pageable memory.
+#ifndef VYRE_RUNTIME_DISPATCH_PLAN_H_
+#define VYRE_RUNTIME_DISPATCH_PLAN_H_
+
+#include <cuda.h>
+
+#include <cstdint>
+#include <memory>
+
+#include "absl/container/inlined_vector.h"
+#include "absl/status/status.h"
+#include "runtime/buffer.h"
+#include "runtime/program.h"
+#include "vyre_cuda.h"
+
+namespace vyre {
+
+inline constexpr uint64_t kSlabAlignment = 256;
+
+struct PlannedBinding {
+  const BindingDecl* decl = nullptr;
+  bool host = false;
+  bool staged = false;  // host only: goes through the pinned slab
+  const void* host_input = nullptr;
+  void* host_output = nullptr;
+  uint64_t bytes = 0;
+  std::shared_ptr<Buffer> buffer;  // resident only; keeps the memory alive
+  uint64_t offset = 0;             // resident: offset into the buffer
+  uint64_t device_offset = 0;      // host: offset into the device slab
+  uint64_t pinned_offset = 0;      // staged: offset into the pinned slab
+  // The byte range of this binding that is read back (host outputs).
+  uint64_t readback_offset = 0;
+  uint64_t readback_bytes = 0;
+};
+
+struct DispatchPlan {
+  absl::InlinedVector<PlannedBinding, 8> bindings;
+  uint32_t block[3] = {1, 1, 1};
+  uint32_t grid[3] = {1, 1, 1};
+  uint64_t shared_memory_bytes = 0;
+  uint32_t iterations = 1;
+  uint32_t flags = 0;
+  const uint32_t* param_words = nullptr;
+  uint64_t param_bytes = 0;
+  const uint64_t* scalars = nullptr;
+  size_t scalar_count = 0;
+  uint64_t device_slab_bytes = 0;
+  uint64_t pinned_slab_bytes = 0;
+  uint64_t h2d_prefix_bytes = 0;     // pinned [0, n) -> device [0, n)
+  uint64_t output_region_offset = 0;  // device slab range zeroed before launch
+  uint64_t output_region_bytes = 0;
+};
+
+// Validates `desc` against the program and its device and lays out the slabs.
+absl::Status BuildDispatchPlan(const Program& program, const vyre_dispatch_desc& desc,
+                               const char* what, DispatchPlan* plan);
+
+}  // namespace vyre
+
+#endif  // VYRE_RUNTIME_DISPATCH_PLAN_H_

@@ -1,0 +1,66 @@
+#include "runtime/memory.h"
+
+#include <cuda.h>
+
+#include "absl/strings/str_format.h"
+#include "base/status.h"
+#include "driver/cu_error.h"
+#include "driver/guards.h"
+
+namespace vyre {
+
+absl::StatusOr<uint64_t> AllocateDeviceBytes(uint64_t bytes, const char* what, Telemetry* t) {
+  CUdeviceptr ptr = 0;
+  CUresult r = driver::Api().cuMemAlloc(&ptr, bytes);
+  if (r == CUDA_ERROR_OUT_OF_MEMORY) {
+    size_t free_bytes = 0, total_bytes = 0;
+    if (driver::Api().cuMemGetInfo(&free_bytes, &total_bytes) != CUDA_SUCCESS) {
+      free_bytes = total_bytes = 0;
+    }
+    return MakeError(
+        VYRE_STATUS_OUT_OF_MEMORY,
+        absl::StrFormat("%s: the device is out of memory: requested %u bytes, %u of %u bytes "
+                        "available. Fix: free buffers you no longer need, call "
+                        "vyre_context_trim, or split the work into smaller pieces.",
+                        what, bytes, free_bytes, total_bytes),
+        static_cast<int32_t>(r));
+  }
+  if (r != CUDA_SUCCESS) {
+    return driver::CuError(r, absl::StrFormat("%s: allocating %u device bytes", what, bytes),
+                           "cuMemAlloc");
+  }
+  t->device_bytes_live.Add(bytes);
+  return static_cast<uint64_t>(ptr);
+}
+
+void FreeDeviceBytes(uint64_t address, uint64_t bytes, Telemetry* t) {
+  driver::DeviceMemoryGuard release(static_cast<CUdeviceptr>(address));
+  t->device_bytes_live.Sub(bytes);
+}
+
+absl::StatusOr<uint64_t> AllocatePinnedBytes(uint64_t bytes, const char* what, Telemetry* t) {
+  void* ptr = nullptr;
+  CUresult r = driver::Api().cuMemHostAlloc(&ptr, bytes, CU_MEMHOSTALLOC_PORTABLE);
+  if (r == CUDA_ERROR_OUT_OF_MEMORY) {
+    return MakeError(
+        VYRE_STATUS_OUT_OF_MEMORY,
+        absl::StrFormat("%s: pinned host memory is exhausted: requested %u bytes. Fix: "
+                        "reduce the host bytes per dispatch, call vyre_context_trim, or raise "
+                        "the locked-memory limit (ulimit -l).",
+                        what, bytes),
+        static_cast<int32_t>(r));
+  }
+  if (r != CUDA_SUCCESS) {
+    return driver::CuError(r, absl::StrFormat("%s: allocating %u pinned host bytes", what, bytes),
+                           "cuMemHostAlloc");
+  }
+  t->pinned_bytes_live.Add(bytes);
+  return reinterpret_cast<uint64_t>(ptr);
+}
+
+void FreePinnedBytes(uint64_t address, uint64_t bytes, Telemetry* t) {
+  driver::PinnedMemoryGuard release(reinterpret_cast<void*>(address));
+  t->pinned_bytes_live.Sub(bytes);
+}
+
+}  // namespace vyre

@@ -1,0 +1,79 @@
+#include "runtime/module_cache.h"
+
+#include <cstring>
+
+#include "absl/strings/string_view.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "base/status.h"
+#include "driver/cu_error.h"
+#include "driver/nvrtc.h"
+
+namespace vyre {
+
+absl::StatusOr<std::shared_ptr<LoadedModule>> ModuleCache::GetOrLoad(
+    vyre_code_kind kind, absl::string_view code, const std::vector<std::string>& options,
+    absl::string_view entry) {
+  ModuleKey key{kind, std::string(code), absl::StrJoin(options, "\x1f"), cc_major_, cc_minor_};
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = modules_.find(key);
+    if (it != modules_.end()) {
+      telemetry_->module_cache_hits.Add();
+      return it->second;
+    }
+  }
+  telemetry_->module_cache_misses.Add();
+  // Loading happens outside the lock: a JIT can take milliseconds. Two threads
+  // loading the same code both succeed; the first insert wins.
+  VYRE_ASSIGN_OR_RETURN(std::shared_ptr<LoadedModule> module, Load(key, entry));
+  absl::MutexLock lock(&mu_);
+  auto [it, inserted] = modules_.try_emplace(std::move(key), module);
+  return it->second;
+}
+
+absl::StatusOr<std::shared_ptr<LoadedModule>> ModuleCache::Load(const ModuleKey& key,
+                                                                 absl::string_view entry) {
+  std::string image;
+  if (key.kind == VYRE_CODE_CUDA_SOURCE) {
+    std::vector<std::string> options;
+    if (!key.options.empty()) options = absl::StrSplit(key.options, '\x1f');
+    VYRE_ASSIGN_OR_RETURN(image, driver::CompileCudaSource(key.code, entry, options, cc_major_,
+                                                           cc_minor_));
+  } else {
+    image = key.code;
+    // PTX must reach the JIT NUL-terminated; a cubin/fatbin carries its size.
+    if (key.kind == VYRE_CODE_PTX) image.push_back('\0');
+  }
+
+  char error_log[16384] = {0};
+  CUjit_option options[] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
+  void* values[] = {error_log, reinterpret_cast<void*>(static_cast<uintptr_t>(sizeof(error_log)))};
+  driver::ScopedContext bind(context_);
+  driver::ModuleGuard module;
+  CUresult r = driver::Api().cuModuleLoadDataEx(module.out(), image.data(), 2, options, values);
+  telemetry_->module_loads.Add();
+  if (r != CUDA_SUCCESS) {
+    error_log[sizeof(error_log) - 1] = '\0';
+    std::string log = error_log[0] ? error_log : "(the driver wrote no log)";
+    const char* kind_name = key.kind == VYRE_CODE_PTX ? "PTX" : key.kind == VYRE_CODE_BINARY
+                                                                    ? "cubin/fatbin image"
+                                                                    : "NVRTC output";
+    return driver::CuError(
+        r, absl::StrCat("loading the ", kind_name, " module for entry '", entry, "'"),
+        "cuModuleLoadDataEx",
+        absl::StrCat("correct the code (JIT log: ", log,
+                     "); PTX must target a virtual architecture this device supports "
+                     "(compute_",
+                     cc_major_, cc_minor_, " or lower)"));
+  }
+  return std::make_shared<LoadedModule>(context_, std::move(module));
+}
+
+void ModuleCache::Clear() {
+  absl::MutexLock lock(&mu_);
+  modules_.clear();
+}
+
+}  // namespace vyre

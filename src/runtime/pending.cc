@@ -1,0 +1,360 @@
+#include "runtime/pending.h"
+
+#include <cstring>
+#include <thread>
+
+#include "absl/container/inlined_vector.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "base/log.h"
+#include "base/status.h"
+#include "driver/cu_error.h"
+
+namespace vyre {
+namespace {
+
+int64_t NowNs() { return absl::GetCurrentTimeNanos(); }
+
+}  // namespace
+
+PendingDispatch::PendingDispatch(std::shared_ptr<Program> program, bool synchronous)
+    : program_(std::move(program)), synchronous_(synchronous) {
+  if (!synchronous_) context().telemetry().live_pendings.Add();
+}
+
+PendingDispatch::~PendingDispatch() {
+  {
+    absl::MutexLock lock(&mu_);
+    ReleaseResources();
+  }
+  if (!synchronous_) context().telemetry().live_pendings.Sub(1);
+}
+
+void PendingDispatch::ReleaseResources() {
+  Context& ctx = context();
+  if (device_work_pending_) {
+    // The slabs may still be read or written by queued copies; they go back
+    // to the pools only once the stream has passed them.
+    driver::ScopedContext bind(ctx.cu());
+    CUresult r = driver::Api().cuStreamSynchronize(ctx.stream());
+    if (r != CUDA_SUCCESS) driver::LogReleaseFailure("cuStreamSynchronize", r);
+    device_work_pending_ = false;
+  }
+  device_slab_.reset();
+  pinned_slab_.reset();
+  done_.reset();
+  start_.reset();
+  end_.reset();
+  for (PlannedBinding& b : plan_.bindings) b.buffer.reset();
+}
+
+absl::Status PendingDispatch::Enqueue(const vyre_dispatch_desc& desc, const char* what) {
+  absl::MutexLock lock(&mu_);
+  started_ns_ = NowNs();
+  VYRE_RETURN_IF_ERROR(BuildDispatchPlan(*program_, desc, what, &plan_));
+  absl::Status status = EnqueueLocked(what);
+  if (!status.ok()) {
+    ReleaseResources();
+    return status;
+  }
+  state_ = State::kInFlight;
+  timing_.enqueue_ns = static_cast<uint64_t>(NowNs() - started_ns_);
+  context().telemetry().dispatches.Add();
+  return absl::OkStatus();
+}
+
+absl::Status PendingDispatch::EnqueueLocked(const char* what) {
+  Context& ctx = context();
+  Telemetry& t = ctx.telemetry();
+  if (plan_.device_slab_bytes > 0) {
+    VYRE_ASSIGN_OR_RETURN(device_slab_, ctx.device_pool().Acquire(plan_.device_slab_bytes, what));
+  }
+  if (plan_.pinned_slab_bytes > 0) {
+    VYRE_ASSIGN_OR_RETURN(pinned_slab_, ctx.pinned_pool().Acquire(plan_.pinned_slab_bytes, what));
+  }
+  // Stage the parameter words and small inputs while the device is idle for us.
+  if (plan_.param_bytes > 0) {
+    std::memcpy(pinned_slab_.host(), plan_.param_words, plan_.param_bytes);
+  }
+  for (const PlannedBinding& b : plan_.bindings) {
+    if (b.host && b.staged && b.decl->reads()) {
+      std::memcpy(pinned_slab_.host() + b.pinned_offset, b.host_input, b.bytes);
+    }
+  }
+
+  driver::ScopedContext bind(ctx.cu());
+  CUstream stream = ctx.stream();
+  bool timed = (plan_.flags & VYRE_DISPATCH_FLAG_DEVICE_TIMING) || TraceEnabled();
+  if (timed) {
+    VYRE_RETURN_IF_ERROR(start_.Acquire(&ctx.events(), /*timing=*/true));
+    VYRE_RETURN_IF_ERROR(end_.Acquire(&ctx.events(), /*timing=*/true));
+    VYRE_CU(what, cuEventRecord, start_.get(), stream);
+    device_work_pending_ = true;
+  }
+  if (plan_.h2d_prefix_bytes > 0) {
+    device_work_pending_ = true;
+    VYRE_CU(what, cuMemcpyHtoDAsync, device_slab_.device(), pinned_slab_.host(),
+            plan_.h2d_prefix_bytes, stream);
+    t.h2d_operations.Add();
+    t.h2d_bytes.Add(plan_.h2d_prefix_bytes);
+  }
+  for (const PlannedBinding& b : plan_.bindings) {
+    if (b.host && !b.staged && b.decl->reads()) {
+      device_work_pending_ = true;
+      VYRE_CU(what, cuMemcpyHtoDAsync, device_slab_.device() + b.device_offset, b.host_input,
+              b.bytes, stream);
+      t.h2d_operations.Add();
+      t.h2d_bytes.Add(b.bytes);
+    }
+  }
+  if (plan_.output_region_bytes > 0) {
+    device_work_pending_ = true;
+    VYRE_CU(what, cuMemsetD8Async, device_slab_.device() + plan_.output_region_offset, 0,
+            plan_.output_region_bytes, stream);
+    t.memset_operations.Add();
+  }
+  for (const PlannedBinding& b : plan_.bindings) {
+    if (!b.host && b.decl->role == VYRE_ROLE_OUTPUT) {
+      device_work_pending_ = true;
+      VYRE_CU(what, cuMemsetD8Async, b.buffer->device() + b.offset, 0, b.bytes, stream);
+      t.memset_operations.Add();
+    }
+  }
+  VYRE_RETURN_IF_ERROR(Launch(what));
+  VYRE_RETURN_IF_ERROR(EnqueueReadbacks(/*include_direct=*/synchronous_, what));
+  if (timed) VYRE_CU(what, cuEventRecord, end_.get(), stream);
+  if (!synchronous_) {
+    VYRE_RETURN_IF_ERROR(done_.Acquire(&ctx.events(), /*timing=*/false));
+    VYRE_CU(what, cuEventRecord, done_.get(), stream);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status PendingDispatch::Launch(const char* what) {
+  Context& ctx = context();
+  const Program& program = *program_;
+  const std::vector<vyre_kernel_param>& params = program.params();
+  // Values first, then pointers to them: the sizes are fixed before any
+  // address is taken, so the inline storage never moves.
+  absl::InlinedVector<uint64_t, 16> values(params.size());
+  absl::InlinedVector<void*, 16> args(params.size());
+  for (size_t i = 0; i < params.size(); ++i) {
+    const vyre_kernel_param& p = params[i];
+    switch (p.kind) {
+      case VYRE_PARAM_BINDING: {
+        const PlannedBinding& b = plan_.bindings[p.index];
+        values[i] = b.host ? device_slab_.device() + b.device_offset : b.buffer->device() + b.offset;
+        break;
+      }
+      case VYRE_PARAM_SCALAR32:
+        values[i] = plan_.scalars[p.index] & 0xFFFFFFFFu;  // read as 4 little-endian bytes
+        break;
+      case VYRE_PARAM_SCALAR64: values[i] = plan_.scalars[p.index]; break;
+      case VYRE_PARAM_PARAM_WORDS:
+        values[i] = plan_.param_bytes > 0 ? device_slab_.device() : ctx.zero_params();
+        break;
+      default: values[i] = 0; break;  // VYRE_PARAM_NULL_POINTER
+    }
+    args[i] = &values[i];
+  }
+  CUfunction function = program.function();
+  unsigned shared = static_cast<unsigned>(plan_.shared_memory_bytes);
+  if (shared > 48 * 1024) {
+    // Above 48 KiB a kernel must opt in to dynamic shared memory.
+    VYRE_CU(what, cuFuncSetAttribute, function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+            static_cast<int>(shared));
+  }
+  bool cooperative = plan_.flags & VYRE_DISPATCH_FLAG_COOPERATIVE;
+  if (cooperative) {
+    int per_sm = 0;
+    uint32_t threads = plan_.block[0] * plan_.block[1] * plan_.block[2];
+    VYRE_CU(what, cuOccupancyMaxActiveBlocksPerMultiprocessor, &per_sm, function,
+            static_cast<int>(threads), shared);
+    uint64_t resident = uint64_t(per_sm) * ctx.device().multiprocessor_count;
+    uint64_t blocks = uint64_t{plan_.grid[0]} * plan_.grid[1] * plan_.grid[2];
+    if (blocks > resident) {
+      return Errorf(VYRE_STATUS_LIMIT_EXCEEDED,
+                    "%s: a cooperative grid of %u blocks cannot be co-resident: at %u threads "
+                    "per block the device holds %u blocks at once (%d per SM x %u SMs). Fix: "
+                    "launch at most %u blocks, e.g. a grid-stride loop over the data.",
+                    what, blocks, threads, resident, per_sm, ctx.device().multiprocessor_count,
+                    resident);
+    }
+  }
+  CUstream stream = ctx.stream();
+  for (uint32_t iteration = 0; iteration < plan_.iterations; ++iteration) {
+    device_work_pending_ = true;
+    CUresult r = cooperative
+                     ? driver::Api().cuLaunchCooperativeKernel(
+                           function, plan_.grid[0], plan_.grid[1], plan_.grid[2], plan_.block[0],
+                           plan_.block[1], plan_.block[2], shared, stream, args.data())
+                     : driver::Api().cuLaunchKernel(function, plan_.grid[0], plan_.grid[1],
+                                                    plan_.grid[2], plan_.block[0], plan_.block[1],
+                                                    plan_.block[2], shared, stream, args.data(),
+                                                    nullptr);
+    if (r != CUDA_SUCCESS) {
+      return driver::CuError(r, absl::StrFormat("%s: launching '%s' (iteration %u of %u)", what,
+                                                program.entry(), iteration + 1, plan_.iterations),
+                             cooperative ? "cuLaunchCooperativeKernel" : "cuLaunchKernel");
+    }
+    ctx.telemetry().kernel_launches.Add();
+  }
+  return absl::OkStatus();
+}
+
+absl::Status PendingDispatch::EnqueueReadbacks(bool include_direct, const char* what) {
+  Context& ctx = context();
+  Telemetry& t = ctx.telemetry();
+  for (const PlannedBinding& b : plan_.bindings) {
+    if (!b.host || !b.decl->writes()) continue;
+    if (!b.staged && !include_direct) continue;
+    CUdeviceptr source = device_slab_.device() + b.device_offset + b.readback_offset;
+    void* target = b.staged ? static_cast<void*>(pinned_slab_.host() + b.pinned_offset +
+                                                 b.readback_offset)
+                            : static_cast<unsigned char*>(b.host_output) + b.readback_offset;
+    device_work_pending_ = true;
+    VYRE_CU(what, cuMemcpyDtoHAsync, target, source, b.readback_bytes, ctx.stream());
+    t.d2h_operations.Add();
+    t.d2h_bytes.Add(b.readback_bytes);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status PendingDispatch::Poll(const char* what) {
+  absl::MutexLock lock(&mu_);
+  if (state_ == State::kWaited || !device_work_pending_) return absl::OkStatus();
+  driver::ScopedContext bind(context().cu());
+  CUresult r = driver::Api().cuEventQuery(done_.get());
+  if (r == CUDA_SUCCESS) return absl::OkStatus();
+  if (r == CUDA_ERROR_NOT_READY) {
+    return Errorf(VYRE_STATUS_NOT_READY,
+                  "%s: the dispatch of '%s' is still running. Fix: poll again later or call "
+                  "vyre_pending_wait.",
+                  what, program_->entry());
+  }
+  return driver::CuError(r, what, "cuEventQuery");
+}
+
+absl::Status PendingDispatch::AwaitDevice(uint64_t timeout_ns, const char* what) {
+  Context& ctx = context();
+  driver::ScopedContext bind(ctx.cu());
+  ctx.telemetry().sync_points.Add();
+  if (synchronous_) {
+    VYRE_CU(what, cuStreamSynchronize, ctx.stream());
+    return absl::OkStatus();
+  }
+  if (timeout_ns == VYRE_WAIT_FOREVER) {
+    VYRE_CU(what, cuEventSynchronize, done_.get());
+    return absl::OkStatus();
+  }
+  // A bounded wait polls: the driver has no event wait with a timeout. Spin
+  // briefly (short kernels finish within microseconds), then back off.
+  const int64_t deadline = NowNs() + static_cast<int64_t>(
+                                         timeout_ns > INT64_MAX / 2 ? INT64_MAX / 2 : timeout_ns);
+  int64_t sleep_ns = 2000;
+  for (;;) {
+    CUresult r = driver::Api().cuEventQuery(done_.get());
+    if (r == CUDA_SUCCESS) return absl::OkStatus();
+    if (r != CUDA_ERROR_NOT_READY) return driver::CuError(r, what, "cuEventQuery");
+    int64_t now = NowNs();
+    if (now >= deadline) {
+      return Errorf(VYRE_STATUS_TIMEOUT,
+                    "%s: the dispatch of '%s' did not complete within %u ns. Fix: wait again "
+                    "(the dispatch is still pending) or with a longer timeout.",
+                    what, program_->entry(), timeout_ns);
+    }
+    int64_t nap = std::min<int64_t>(sleep_ns, deadline - now);
+    std::this_thread::sleep_for(std::chrono::nanoseconds(nap));
+    sleep_ns = std::min<int64_t>(sleep_ns * 2, 1000000);
+  }
+}
+
+absl::Status PendingDispatch::Wait(uint64_t timeout_ns, const char* what) {
+  absl::MutexLock lock(&mu_);
+  if (state_ == State::kWaited) {
+    return Errorf(VYRE_STATUS_INVALID_STATE,
+                  "%s: this dispatch was already waited on. Fix: wait on a pending dispatch "
+                  "once; read its timing with vyre_pending_timing and release it with "
+                  "vyre_pending_release.",
+                  what);
+  }
+  if (state_ != State::kInFlight) {
+    return Errorf(VYRE_STATUS_INVALID_STATE,
+                  "%s: the dispatch was never enqueued. Fix: wait only on handles returned by "
+                  "vyre_dispatch_async.",
+                  what);
+  }
+  int64_t wait_start = NowNs();
+  absl::Status status = AwaitDevice(timeout_ns, what);
+  if (PublicCode(status) == VYRE_STATUS_TIMEOUT) return status;
+  if (status.ok()) status = Finish(what);
+  int64_t end = NowNs();
+  timing_.wait_ns = static_cast<uint64_t>(end - wait_start);
+  timing_.wall_ns = static_cast<uint64_t>(end - started_ns_);
+  state_ = State::kWaited;
+  if (TraceEnabled()) {
+    Logf(VYRE_LOG_TRACE, "dispatch '%s': enqueue %.1f us, wait %.1f us, device %.1f us, wall %.1f us",
+         program_->entry(), timing_.enqueue_ns / 1e3, timing_.wait_ns / 1e3,
+         timing_.device_ns / 1e3, timing_.wall_ns / 1e3);
+  }
+  ReleaseResources();
+  return status;
+}
+
+absl::Status PendingDispatch::Finish(const char* what) {
+  device_work_pending_ = false;
+  Context& ctx = context();
+  if (start_ && end_) {
+    float ms = 0;
+    if (driver::Api().cuEventElapsedTime(&ms, start_.get(), end_.get()) == CUDA_SUCCESS) {
+      timing_.device_ns = static_cast<uint64_t>(static_cast<double>(ms) * 1e6);
+    }
+  }
+  if (!synchronous_) {
+    // Large outputs were left on the device so the async call could return
+    // without blocking on a pageable copy; fetch them now.
+    bool direct = false;
+    for (const PlannedBinding& b : plan_.bindings) {
+      direct = direct || (b.host && !b.staged && b.decl->writes());
+    }
+    if (direct) {
+      for (const PlannedBinding& b : plan_.bindings) {
+        if (!b.host || b.staged || !b.decl->writes()) continue;
+        device_work_pending_ = true;
+        VYRE_CU(what, cuMemcpyDtoHAsync,
+                static_cast<unsigned char*>(b.host_output) + b.readback_offset,
+                device_slab_.device() + b.device_offset + b.readback_offset, b.readback_bytes,
+                ctx.stream());
+        ctx.telemetry().d2h_operations.Add();
+        ctx.telemetry().d2h_bytes.Add(b.readback_bytes);
+      }
+      VYRE_CU(what, cuStreamSynchronize, ctx.stream());
+      device_work_pending_ = false;
+    }
+  }
+  for (const PlannedBinding& b : plan_.bindings) {
+    if (b.host && b.staged && b.decl->writes()) {
+      std::memcpy(static_cast<unsigned char*>(b.host_output) + b.readback_offset,
+                  pinned_slab_.host() + b.pinned_offset + b.readback_offset, b.readback_bytes);
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<vyre_timing> PendingDispatch::Timing(const char* what) {
+  absl::MutexLock lock(&mu_);
+  if (state_ != State::kWaited) {
+    return Errorf(VYRE_STATUS_INVALID_STATE,
+                  "%s: timing is known only after the dispatch is waited on. Fix: call "
+                  "vyre_pending_wait first.",
+                  what);
+  }
+  return timing_;
+}
+
+void PendingDispatch::Abandon() {
+  absl::MutexLock lock(&mu_);
+  ReleaseResources();
+}
+
+}  // namespace vyre

@@ -1,0 +1,76 @@
+// A program: a loaded kernel entry plus the binding declarations and kernel
+// parameter list that tell dispatch how to call it.
+#ifndef VYRE_RUNTIME_PROGRAM_H_
+#define VYRE_RUNTIME_PROGRAM_H_
+
+#include <cuda.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "runtime/context.h"
+#include "runtime/module_cache.h"
+#include "vyre_cuda.h"
+
+namespace vyre {
+
+struct BindingDecl {
+  vyre_binding_role role;
+  std::string name;  // never empty: "binding <i>" when the caller gave none
+  uint32_t element_size;
+  uint64_t element_count;
+  uint64_t output_offset;
+  uint64_t output_length;
+
+  bool reads() const { return role == VYRE_ROLE_INPUT || role == VYRE_ROLE_INPUT_OUTPUT; }
+  bool writes() const { return role == VYRE_ROLE_OUTPUT || role == VYRE_ROLE_INPUT_OUTPUT; }
+};
+
+class Program {
+ public:
+  static absl::StatusOr<std::shared_ptr<Program>> Create(std::shared_ptr<Context> context,
+                                                         const vyre_program_desc& desc);
+  ~Program();
+  Program(const Program&) = delete;
+  Program& operator=(const Program&) = delete;
+
+  Context& context() const { return *context_; }
+  const std::shared_ptr<Context>& context_ref() const { return context_; }
+  CUfunction function() const { return function_; }
+  const std::string& entry() const { return entry_; }
+  const std::vector<BindingDecl>& bindings() const { return bindings_; }
+  // The kernel's parameter list; the default convention is expanded into it.
+  const std::vector<vyre_kernel_param>& params() const { return params_; }
+  const uint32_t* workgroup() const { return workgroup_; }
+  // Dynamic shared memory: the desc's bytes plus every SHARED binding.
+  uint64_t shared_memory_bytes() const { return shared_memory_bytes_; }
+  uint32_t max_threads_per_block() const { return max_threads_per_block_; }
+  uint64_t handle() const { return handle_; }
+  void set_handle(uint64_t bits) { handle_ = bits; }
+
+ private:
+  explicit Program(std::shared_ptr<Context> context) : context_(std::move(context)) {}
+
+  std::shared_ptr<Context> context_;  // first: outlives the module
+  std::shared_ptr<LoadedModule> module_;
+  CUfunction function_ = nullptr;
+  std::string entry_;
+  std::vector<BindingDecl> bindings_;
+  std::vector<vyre_kernel_param> params_;
+  uint32_t workgroup_[3] = {1, 1, 1};
+  uint64_t shared_memory_bytes_ = 0;
+  uint32_t max_threads_per_block_ = 0;
+  uint64_t handle_ = 0;
+  bool counted_ = false;  // in live_programs
+};
+
+// Checks a block shape against the device and the kernel's own limit.
+absl::Status CheckBlockShape(const char* what, const uint32_t block[3],
+                             const vyre_device_info& device, uint32_t kernel_max_threads);
+
+}  // namespace vyre
+
+#endif  // VYRE_RUNTIME_PROGRAM_H_

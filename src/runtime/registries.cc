@@ -1,0 +1,41 @@
+#include "runtime/registries.h"
+
+#include "runtime/buffer.h"
+#include "runtime/context.h"
+#include "runtime/pending.h"
+#include "runtime/program.h"
+
+namespace vyre {
+
+// Leaked on purpose: handles may be released from static destructors of the
+// caller's program, after our own statics would have been destroyed.
+HandleRegistry<Context>& Contexts() {
+  static auto* registry = new HandleRegistry<Context>(HandleType::kContext);
+  return *registry;
+}
+HandleRegistry<Buffer>& Buffers() {
+  static auto* registry = new HandleRegistry<Buffer>(HandleType::kBuffer);
+  return *registry;
+}
+HandleRegistry<Program>& Programs() {
+  static auto* registry = new HandleRegistry<Program>(HandleType::kProgram);
+  return *registry;
+}
+HandleRegistry<PendingDispatch>& Pendings() {
+  static auto* registry = new HandleRegistry<PendingDispatch>(HandleType::kPending);
+  return *registry;
+}
+
+void RemoveOwnedHandle(HandleType type, uint64_t bits) {
+  const char* what = "vyre_context_destroy";
+  // The removed object is destroyed here, outside the registry lock, unless an
+  // in-flight call still holds it; then it goes when that call returns.
+  switch (type) {
+    case HandleType::kPending: Pendings().Remove(bits, what).IgnoreError(); break;
+    case HandleType::kProgram: Programs().Remove(bits, what).IgnoreError(); break;
+    case HandleType::kBuffer: Buffers().Remove(bits, what).IgnoreError(); break;
+    case HandleType::kContext: Contexts().Remove(bits, what).IgnoreError(); break;
+  }
+}
+
+}  // namespace vyre
