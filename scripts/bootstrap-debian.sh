@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Installs the Debian packages a build needs, if any are missing (Debian 12;
+# the CUDA toolkit itself is expected at /usr/local/cuda). Run as root, or
+# with sudo available.
+set -euo pipefail
+packages=(cmake ninja-build g++ pkg-config ccache python3
+          libabsl-dev libgtest-dev libcli11-dev)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "bootstrap: installing ${missing[*]}"
+  sudo_cmd=()
+  [ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
+  export DEBIAN_FRONTEND=noninteractive
+  "${sudo_cmd[@]}" apt-get update -qq
+  "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+if ! command -v nvcc >/dev/null 2>&1 && [ ! -x /usr/local/cuda/bin/nvcc ]; then
+  echo "bootstrap: nvcc not found. Fix: install the CUDA toolkit (it provides cuda.h and" \
+       "nvcc, used at build time only) under /usr/local/cuda." >&2
+  exit 1
+fi

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Builds and runs every test: the CPU suites, the GPU suites (which skip
+# without a GPU unless VYRE_CUDA_REQUIRE_GPU=1), the examples and the Python
+# binding, then the CPU suites again under AddressSanitizer and UBSan.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+./scripts/bootstrap-debian.sh
+source scripts/env.sh
+jobs=$(nproc)
+cmake --preset cpu
+cmake --build --preset cpu -j"$jobs"
+ctest --preset cpu -j"$jobs"
+cmake --preset asan
+cmake --build --preset asan -j"$jobs"
+# The Python test loads the library into an uninstrumented interpreter, which
+# ASan cannot do; it ran above.
+ctest --preset asan -j"$jobs" -LE python
