@@ -9,8 +9,8 @@
  *  - Every function returns a vyre_status; VYRE_STATUS_OK (0) is success.
  *    The details of a failure (status, CUresult, and a message of the form
  *    "<what failed>: <why>. Fix: <what to do>.") are kept per thread and read
- *    with vyre_last_error(). Every call except vyre_last_error() clears them
- *    on entry.
+ *    with vyre_last_error(). Every function returning vyre_status, except
+ *    vyre_last_error() itself, clears them on entry.
  *  - Objects are named by handles: structs holding one uint64_t that never
  *    changes for the object's life. 0 means "none". Destroyed, forged and
  *    wrong-type handles are reported (STALE_HANDLE / INVALID_HANDLE), never
@@ -19,7 +19,8 @@
  *    matching VYRE_*_INIT macro. A struct larger than this library knows is
  *    accepted only if its unknown tail is all zero bytes.
  *  - No function aborts or lets a C++ exception escape, whatever its input.
- *  - All functions are thread-safe. A context may be used from many threads.
+ *  - All functions are thread-safe. A context may be used from many threads;
+ *    its work runs in submission order on one CUDA stream.
  */
 #ifndef VYRE_CUDA_H_
 #define VYRE_CUDA_H_

@@ -189,38 +189,33 @@ absl::Status CheckScalars(const Program& program, const vyre_dispatch_desc& desc
 // Places host bindings in the slabs; see the layout in the header.
 absl::Status Layout(const char* what, DispatchPlan* plan) {
   uint64_t cursor = 0;
-  auto advance = [&](uint64_t* position, uint64_t bytes) -> bool {
+  bool ok = true;
+  auto place = [&](uint64_t bytes) -> uint64_t {
+    uint64_t at = cursor;
     auto aligned = CheckedAlignUp(bytes, kSlabAlignment);
-    auto next = aligned ? CheckedAdd(*position, *aligned) : std::nullopt;
-    if (!next) return false;
-    *position = *next;
-    return true;
+    auto next = aligned ? CheckedAdd(cursor, *aligned) : std::nullopt;
+    ok = ok && next.has_value();
+    cursor = next.value_or(0);
+    return at;
   };
-  bool ok = advance(&cursor, plan->param_bytes);
-  for (PlannedBinding& b : plan->bindings) {
-    if (b.host && b.staged && b.decl->reads()) {
-      b.device_offset = b.pinned_offset = cursor;
-      ok = ok && advance(&cursor, b.bytes);
+  place(plan->param_bytes);
+  // Staged bindings, readers first, then outputs: the outputs' pinned bytes
+  // are zeroed on the host, so one copy both uploads inputs and clears outputs.
+  for (int pass = 0; pass < 2; ++pass) {
+    for (PlannedBinding& b : plan->bindings) {
+      if (b.host && b.staged && b.decl->reads() == (pass == 0)) {
+        b.device_offset = b.pinned_offset = place(b.bytes);
+      }
     }
   }
   plan->h2d_prefix_bytes = cursor;
-  uint64_t pinned_cursor = cursor;
+  plan->pinned_slab_bytes = cursor;
   for (PlannedBinding& b : plan->bindings) {
-    if (b.host && !b.staged && b.decl->reads()) {
-      b.device_offset = cursor;
-      ok = ok && advance(&cursor, b.bytes);
-    }
+    if (b.host && !b.staged && b.decl->reads()) b.device_offset = place(b.bytes);
   }
   plan->output_region_offset = cursor;
   for (PlannedBinding& b : plan->bindings) {
-    if (b.host && !b.decl->reads()) {
-      b.device_offset = cursor;
-      ok = ok && advance(&cursor, b.bytes);
-      if (b.staged) {
-        b.pinned_offset = pinned_cursor;
-        ok = ok && advance(&pinned_cursor, b.bytes);
-      }
-    }
+    if (b.host && !b.staged && !b.decl->reads()) b.device_offset = place(b.bytes);
   }
   if (!ok) {
     return Errorf(VYRE_STATUS_OUT_OF_RANGE,
@@ -230,7 +225,6 @@ absl::Status Layout(const char* what, DispatchPlan* plan) {
   }
   plan->output_region_bytes = cursor - plan->output_region_offset;
   plan->device_slab_bytes = cursor;
-  plan->pinned_slab_bytes = pinned_cursor;
   return absl::OkStatus();
 }
 

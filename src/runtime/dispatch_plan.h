@@ -1,13 +1,15 @@
 // Validation and memory layout of one dispatch, before anything touches the
 // device. Host bindings share one transient device slab and one pinned slab:
 //
-//   device: [param words][staged readers][direct readers][outputs ...]
 //   pinned: [param words][staged readers][staged outputs]
+//   device: [param words][staged readers][staged outputs][direct readers][direct outputs]
 //
-// so the parameter words and every small input travel in ONE host-to-device
-// copy, and every host output is zeroed by ONE memset. "Staged" bindings
+// The pinned slab mirrors the head of the device slab, with staged outputs
+// zeroed on the host, so ONE host-to-device copy carries the parameter words,
+// every small input and the zeroing of every small output. "Staged" bindings
 // (at most kStagedCopyLimit bytes) go through pinned memory; larger "direct"
-// ones are copied by the driver from the caller's pageable memory.
+// ones are copied by the driver from the caller's pageable memory, and the
+// direct outputs are zeroed by one memset.
 #ifndef VYRE_RUNTIME_DISPATCH_PLAN_H_
 #define VYRE_RUNTIME_DISPATCH_PLAN_H_
 
@@ -55,8 +57,8 @@ struct DispatchPlan {
   size_t scalar_count = 0;
   uint64_t device_slab_bytes = 0;
   uint64_t pinned_slab_bytes = 0;
-  uint64_t h2d_prefix_bytes = 0;     // pinned [0, n) -> device [0, n)
-  uint64_t output_region_offset = 0;  // device slab range zeroed before launch
+  uint64_t h2d_prefix_bytes = 0;      // pinned [0, n) -> device [0, n)
+  uint64_t output_region_offset = 0;  // device slab range memset to zero
   uint64_t output_region_bytes = 0;
 };
 

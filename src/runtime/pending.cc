@@ -77,8 +77,11 @@ absl::Status PendingDispatch::EnqueueLocked(const char* what) {
     std::memcpy(pinned_slab_.host(), plan_.param_words, plan_.param_bytes);
   }
   for (const PlannedBinding& b : plan_.bindings) {
-    if (b.host && b.staged && b.decl->reads()) {
+    if (!b.host || !b.staged) continue;
+    if (b.decl->reads()) {
       std::memcpy(pinned_slab_.host() + b.pinned_offset, b.host_input, b.bytes);
+    } else {
+      std::memset(pinned_slab_.host() + b.pinned_offset, 0, b.bytes);
     }
   }
 
@@ -237,7 +240,6 @@ absl::Status PendingDispatch::Poll(const char* what) {
 
 absl::Status PendingDispatch::AwaitDevice(uint64_t timeout_ns, const char* what) {
   Context& ctx = context();
-  driver::ScopedContext bind(ctx.cu());
   ctx.telemetry().sync_points.Add();
   if (synchronous_) {
     VYRE_CU(what, cuStreamSynchronize, ctx.stream());
@@ -285,6 +287,7 @@ absl::Status PendingDispatch::Wait(uint64_t timeout_ns, const char* what) {
                   what);
   }
   int64_t wait_start = NowNs();
+  driver::ScopedContext bind(context().cu());
   absl::Status status = AwaitDevice(timeout_ns, what);
   if (PublicCode(status) == VYRE_STATUS_TIMEOUT) return status;
   if (status.ok()) status = Finish(what);

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Runs on the GPU machine (see ../shared/gpu/README.md): builds the gpu
+# preset, runs every test with VYRE_CUDA_REQUIRE_GPU=1, optionally
+# compute-sanitizer over the GPU suites and the benchmark. Logs go to $OUT.
+#   scripts/gpu-suite.sh [--no-bench] [--sanitize]
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out="${OUT:-build/gpu-out}"
+mkdir -p "$out"
+bench=1 sanitize=0
+for arg in "$@"; do
+  case "$arg" in
+    --no-bench) bench=0 ;;
+    --sanitize) sanitize=1 ;;
+  esac
+done
+[ -f .deps/env.sh ] && source .deps/env.sh
+source scripts/env.sh
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/gpu.txt"
+{ cmake --preset gpu && cmake --build --preset gpu -j"$(nproc)"; } > "$out/build.log" 2>&1 \
+  || { tail -60 "$out/build.log"; exit 1; }
+export VYRE_CUDA_REQUIRE_GPU=1
+ctest --preset gpu -j4 --timeout 300 2>&1 | tee "$out/ctest.log" | tail -40
+rc=${PIPESTATUS[0]}
+if [ "$sanitize" = 1 ]; then
+  for t in build/gpu/tests/gpu/*_test; do
+    [ -x "$t" ] || continue
+    echo "== compute-sanitizer $(basename "$t")"
+    compute-sanitizer --tool memcheck --error-exitcode 9 "$t" --gtest_brief=1 \
+      --gtest_filter='-*Large*:*2p26*' >> "$out/sanitizer.log" 2>&1
+    echo "exit $?" | tee -a "$out/sanitizer.log"
+  done
+fi
+if [ "$bench" = 1 ] && [ -x build/gpu/bench/vyre_cuda_bench ]; then
+  VYRE_BENCH_OUT="$out/bench.md" build/gpu/bench/vyre_cuda_bench > "$out/bench.log" 2>&1
+  echo "bench exit $?"; cat "$out/bench.md" 2>/dev/null || tail -30 "$out/bench.log"
+fi
+exit $rc
