@@ -196,9 +196,9 @@ typedef struct vyre_context_desc {
   uint32_t struct_size;
   uint32_t device_ordinal;
   /** Most bytes the transient device pool keeps cached between dispatches;
-   *  0 picks the default (256 MiB). */
+   *  0 picks the default (1 GiB). */
   uint64_t transient_pool_limit_bytes;
-  /** Most bytes the pinned host staging pool keeps cached; 0 = 256 MiB. */
+  /** Most bytes the pinned host staging pool keeps cached; 0 = 1 GiB. */
   uint64_t pinned_pool_limit_bytes;
 } vyre_context_desc;
 #define VYRE_CONTEXT_DESC_INIT {sizeof(vyre_context_desc), 0, 0, 0}

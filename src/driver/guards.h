@@ -23,9 +23,21 @@ void LogReleaseFailure(const char* call, CUresult result);
 class ScopedContext {
  public:
   explicit ScopedContext(CUcontext context) {
-    if (Api().cuCtxGetCurrent(&previous_) != CUDA_SUCCESS) previous_ = nullptr;
+    CUresult r = Api().cuCtxGetCurrent(&previous_);
+    if (r != CUDA_SUCCESS) {
+      previous_ = nullptr;
+      result_ = r;
+      call_ = "cuCtxGetCurrent";
+      return;
+    }
     if (previous_ != context) {
-      changed_ = Api().cuCtxSetCurrent(context) == CUDA_SUCCESS;
+      r = Api().cuCtxSetCurrent(context);
+      if (r == CUDA_SUCCESS) {
+        changed_ = true;
+      } else {
+        result_ = r;
+        call_ = "cuCtxSetCurrent";
+      }
     }
   }
   ~ScopedContext() {
@@ -34,9 +46,18 @@ class ScopedContext {
   ScopedContext(const ScopedContext&) = delete;
   ScopedContext& operator=(const ScopedContext&) = delete;
 
+  // Whether the context could be made current; paths that go on to call the
+  // driver return this error. Release paths proceed regardless.
+  absl::Status status(const char* what) const {
+    if (result_ == CUDA_SUCCESS) return absl::OkStatus();
+    return CuError(result_, what, call_);
+  }
+
  private:
   CUcontext previous_ = nullptr;
   bool changed_ = false;
+  CUresult result_ = CUDA_SUCCESS;
+  const char* call_ = "";
 };
 
 // A unique owner of one handle-like resource released by `Release(handle)`.

@@ -21,6 +21,7 @@ const void* HostPointerOf(const vyre_download_range& r) { return r.dst; }
 absl::StatusOr<std::shared_ptr<Buffer>> Buffer::Allocate(std::shared_ptr<Context> context,
                                                          uint64_t bytes) {
   driver::ScopedContext bind(context->cu());
+  VYRE_RETURN_IF_ERROR(bind.status("vyre_buffer_alloc"));
   VYRE_ASSIGN_OR_RETURN(uint64_t address,
                         AllocateDeviceBytes(bytes, "vyre_buffer_alloc", &context->telemetry()));
   context->telemetry().live_buffers.Add();
@@ -79,6 +80,7 @@ absl::Status Buffer::Upload(const vyre_upload_range* ranges, size_t count, const
   Context& ctx = *context_;
   Telemetry& t = ctx.telemetry();
   driver::ScopedContext bind(ctx.cu());
+  VYRE_RETURN_IF_ERROR(bind.status(what));
   PoolBlock staging;
   if (total <= kStagedCopyLimit) {
     VYRE_ASSIGN_OR_RETURN(staging, ctx.pinned_pool().Acquire(total, what));
@@ -120,6 +122,7 @@ absl::Status Buffer::Download(const vyre_download_range* ranges, size_t count,
   Context& ctx = *context_;
   Telemetry& t = ctx.telemetry();
   driver::ScopedContext bind(ctx.cu());
+  VYRE_RETURN_IF_ERROR(bind.status(what));
   PoolBlock staging;
   if (total <= kStagedCopyLimit) {
     VYRE_ASSIGN_OR_RETURN(staging, ctx.pinned_pool().Acquire(total, what));

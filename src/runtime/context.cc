@@ -10,7 +10,7 @@
 namespace vyre {
 namespace {
 
-constexpr uint64_t kDefaultPoolLimit = uint64_t{256} << 20;
+constexpr uint64_t kDefaultPoolLimit = uint64_t{1} << 30;
 constexpr uint64_t kZeroParamsBytes = 256;
 
 absl::StatusOr<int> Attribute(CUdevice device, CUdevice_attribute attribute) {
@@ -88,6 +88,7 @@ absl::StatusOr<std::shared_ptr<Context>> Context::Create(const vyre_context_desc
           cuDevicePrimaryCtxRetain, &primary, device);
   ctx->primary_.Adopt(device, primary);
   driver::ScopedContext bind(primary);
+  VYRE_RETURN_IF_ERROR(bind.status(what));
   VYRE_RETURN_IF_ERROR(QueryDeviceInfo(desc.device_ordinal, &ctx->info_));
   VYRE_CU("vyre_context_create: creating the context's stream", cuStreamCreate,
           ctx->stream_.out(), CU_STREAM_NON_BLOCKING);

@@ -37,6 +37,7 @@ BlockPool::~BlockPool() {
 
 absl::StatusOr<uint64_t> BlockPool::AllocateRaw(uint64_t bytes, const char* what) {
   driver::ScopedContext bind(context_);
+  VYRE_RETURN_IF_ERROR(bind.status(what));
   if (kind_ == PoolKind::kDevice) return AllocateDeviceBytes(bytes, what, telemetry_);
   return AllocatePinnedBytes(bytes, what, telemetry_);
 }
@@ -50,8 +51,21 @@ void BlockPool::FreeRaw(uint64_t address, uint64_t bytes) {
   }
 }
 
+namespace {
+
+// Size classes: powers of two up to 1 MiB, then quarter steps between powers
+// of two (1.25, 1.5, 1.75 x 2^k), so a large block wastes at most 25%.
+std::optional<uint64_t> SizeClass(uint64_t bytes) {
+  constexpr uint64_t kFine = uint64_t{1} << 20;
+  if (bytes <= kFine) return NextPowerOfTwo(bytes < 256 ? 256 : bytes);
+  uint64_t step = (uint64_t{1} << (63 - __builtin_clzll(bytes))) / 4;
+  return CheckedAlignUp(bytes, step);
+}
+
+}  // namespace
+
 absl::StatusOr<PoolBlock> BlockPool::Acquire(uint64_t bytes, const char* what) {
-  auto size_class = NextPowerOfTwo(bytes < 256 ? 256 : bytes);
+  auto size_class = SizeClass(bytes);
   if (!size_class) {
     return Errorf(VYRE_STATUS_OUT_OF_RANGE,
                   "%s: %u bytes of staging cannot be represented. Fix: split the work into "
@@ -89,6 +103,22 @@ absl::StatusOr<PoolBlock> BlockPool::Acquire(uint64_t bytes, const char* what) {
 void BlockPool::Release(uint64_t address, uint64_t capacity) {
   {
     absl::MutexLock lock(&mu_);
+    // The block just used is the likeliest to be wanted next: make room for
+    // it by freeing older cached blocks rather than dropping it.
+    if (capacity <= cache_limit_) {
+      for (auto it = free_.begin(); cached_bytes_ + capacity > cache_limit_ && it != free_.end();) {
+        std::vector<uint64_t>& list = it->second;
+        while (!list.empty() && cached_bytes_ + capacity > cache_limit_) {
+          FreeRaw(list.back(), it->first);
+          list.pop_back();
+          cached_bytes_ -= it->first;
+          (kind_ == PoolKind::kDevice ? telemetry_->transient_pool_cached_bytes
+                                      : telemetry_->pinned_pool_cached_bytes)
+              .Sub(it->first);
+        }
+        ++it;
+      }
+    }
     if (cached_bytes_ + capacity <= cache_limit_) {
       free_[capacity].push_back(address);
       cached_bytes_ += capacity;

@@ -92,10 +92,13 @@ absl::Status CheckLength(const char* what, size_t i, const BindingDecl& decl,
                   decl.element_count * decl.element_size);
   }
   if (decl.writes()) {
+    // output_length 0 reads back from output_offset to the binding's end.
+    uint64_t length = decl.output_length;
+    if (length == 0 && decl.output_offset <= bound->bytes) length = bound->bytes - decl.output_offset;
     bound->readback_offset = decl.output_offset;
-    bound->readback_bytes = decl.output_length ? decl.output_length : bound->bytes;
-    if (decl.output_length != 0 &&
-        !RangeInside(decl.output_offset, decl.output_length, bound->bytes)) {
+    bound->readback_bytes = length;
+    if (!RangeInside(decl.output_offset, length, bound->bytes) ||
+        (length == 0 && decl.output_offset >= bound->bytes)) {
       return Errorf(VYRE_STATUS_OUT_OF_RANGE,
                     "%s: binding %u ('%s') declares output range [%u, +%u) but only %u bytes "
                     "are bound. Fix: bind at least output_offset + output_length bytes.",

@@ -51,6 +51,7 @@ absl::StatusOr<std::shared_ptr<LoadedModule>> ModuleCache::Load(const ModuleKey&
   CUjit_option options[] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
   void* values[] = {error_log, reinterpret_cast<void*>(static_cast<uintptr_t>(sizeof(error_log)))};
   driver::ScopedContext bind(context_);
+  VYRE_RETURN_IF_ERROR(bind.status("loading a module"));
   driver::ModuleGuard module;
   CUresult r = driver::Api().cuModuleLoadDataEx(module.out(), image.data(), 2, options, values);
   telemetry_->module_loads.Add();

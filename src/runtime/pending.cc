@@ -3,12 +3,15 @@
 #include <cstring>
 #include <thread>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/container/inlined_vector.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "base/checked_math.h"
 #include "base/log.h"
 #include "base/status.h"
 #include "driver/cu_error.h"
+#include "runtime/memory.h"
 
 namespace vyre {
 namespace {
@@ -66,16 +69,29 @@ absl::Status PendingDispatch::Enqueue(const vyre_dispatch_desc& desc, const char
 absl::Status PendingDispatch::EnqueueLocked(const char* what) {
   Context& ctx = context();
   Telemetry& t = ctx.telemetry();
-  if (plan_.device_slab_bytes > 0) {
+  // Without staged host data the copy would carry only the parameter words:
+  // the program's parameter cache usually makes it unnecessary.
+  Program::ParamCache& cache = program_->param_cache();
+  const bool cached_params = plan_.param_bytes > 0 &&
+                             plan_.param_bytes <= Program::kParamCacheBytes &&
+                             plan_.h2d_prefix_bytes == *CheckedAlignUp(plan_.param_bytes,
+                                                                       kSlabAlignment);
+  absl::Mutex* held = cached_params ? &cache.mu : nullptr;
+  if (held) held->Lock();
+  auto unlock = absl::MakeCleanup([held] {
+    if (held) held->Unlock();
+  });
+  if (plan_.device_slab_bytes > (cached_params ? plan_.h2d_prefix_bytes : 0)) {
     VYRE_ASSIGN_OR_RETURN(device_slab_, ctx.device_pool().Acquire(plan_.device_slab_bytes, what));
   }
-  if (plan_.pinned_slab_bytes > 0) {
+  if (plan_.pinned_slab_bytes > 0 && !cached_params) {
     VYRE_ASSIGN_OR_RETURN(pinned_slab_, ctx.pinned_pool().Acquire(plan_.pinned_slab_bytes, what));
+    if (plan_.param_bytes > 0) {
+      std::memcpy(pinned_slab_.host(), plan_.param_words, plan_.param_bytes);
+    }
   }
-  // Stage the parameter words and small inputs while the device is idle for us.
-  if (plan_.param_bytes > 0) {
-    std::memcpy(pinned_slab_.host(), plan_.param_words, plan_.param_bytes);
-  }
+  param_pointer_ = plan_.param_bytes == 0 ? ctx.zero_params() : device_slab_.device();
+  // Stage the small inputs, and zero the small outputs in the same bytes.
   for (const PlannedBinding& b : plan_.bindings) {
     if (!b.host || !b.staged) continue;
     if (b.decl->reads()) {
@@ -86,15 +102,18 @@ absl::Status PendingDispatch::EnqueueLocked(const char* what) {
   }
 
   driver::ScopedContext bind(ctx.cu());
+  VYRE_RETURN_IF_ERROR(bind.status(what));
   CUstream stream = ctx.stream();
-  bool timed = (plan_.flags & VYRE_DISPATCH_FLAG_DEVICE_TIMING) || TraceEnabled();
+  bool timed = (plan_.flags & VYRE_DISPATCH_FLAG_DEVICE_TIMING) || LogEnabled(VYRE_LOG_TRACE);
   if (timed) {
     VYRE_RETURN_IF_ERROR(start_.Acquire(&ctx.events(), /*timing=*/true));
     VYRE_RETURN_IF_ERROR(end_.Acquire(&ctx.events(), /*timing=*/true));
     VYRE_CU(what, cuEventRecord, start_.get(), stream);
     device_work_pending_ = true;
   }
-  if (plan_.h2d_prefix_bytes > 0) {
+  if (cached_params) {
+    VYRE_RETURN_IF_ERROR(UseParamCache(cache, what));
+  } else if (plan_.h2d_prefix_bytes > 0) {
     device_work_pending_ = true;
     VYRE_CU(what, cuMemcpyHtoDAsync, device_slab_.device(), pinned_slab_.host(),
             plan_.h2d_prefix_bytes, stream);
@@ -133,6 +152,31 @@ absl::Status PendingDispatch::EnqueueLocked(const char* what) {
   return absl::OkStatus();
 }
 
+absl::Status PendingDispatch::UseParamCache(Program::ParamCache& cache, const char* what) {
+  Context& ctx = context();
+  absl::string_view words(reinterpret_cast<const char*>(plan_.param_words), plan_.param_bytes);
+  if (cache.device == 0) {
+    VYRE_ASSIGN_OR_RETURN(uint64_t block, AllocateDeviceBytes(Program::kParamCacheBytes, what,
+                                                              &ctx.telemetry()));
+    cache.device = static_cast<CUdeviceptr>(block);
+  }
+  param_pointer_ = cache.device;
+  if (cache.valid && cache.words == words) return absl::OkStatus();
+  // The copy's source must outlive the copy: it lives in this dispatch's
+  // pinned slab, released only once the dispatch completes.
+  VYRE_ASSIGN_OR_RETURN(pinned_slab_, ctx.pinned_pool().Acquire(plan_.param_bytes, what));
+  std::memcpy(pinned_slab_.host(), plan_.param_words, plan_.param_bytes);
+  cache.valid = false;
+  device_work_pending_ = true;
+  VYRE_CU(what, cuMemcpyHtoDAsync, cache.device, pinned_slab_.host(), plan_.param_bytes,
+          ctx.stream());
+  ctx.telemetry().h2d_operations.Add();
+  ctx.telemetry().h2d_bytes.Add(plan_.param_bytes);
+  cache.words.assign(words.data(), words.size());
+  cache.valid = true;
+  return absl::OkStatus();
+}
+
 absl::Status PendingDispatch::Launch(const char* what) {
   Context& ctx = context();
   const Program& program = *program_;
@@ -153,9 +197,7 @@ absl::Status PendingDispatch::Launch(const char* what) {
         values[i] = plan_.scalars[p.index] & 0xFFFFFFFFu;  // read as 4 little-endian bytes
         break;
       case VYRE_PARAM_SCALAR64: values[i] = plan_.scalars[p.index]; break;
-      case VYRE_PARAM_PARAM_WORDS:
-        values[i] = plan_.param_bytes > 0 ? device_slab_.device() : ctx.zero_params();
-        break;
+      case VYRE_PARAM_PARAM_WORDS: values[i] = param_pointer_; break;
       default: values[i] = 0; break;  // VYRE_PARAM_NULL_POINTER
     }
     args[i] = &values[i];
@@ -227,6 +269,7 @@ absl::Status PendingDispatch::Poll(const char* what) {
   absl::MutexLock lock(&mu_);
   if (state_ == State::kWaited || !device_work_pending_) return absl::OkStatus();
   driver::ScopedContext bind(context().cu());
+  VYRE_RETURN_IF_ERROR(bind.status(what));
   CUresult r = driver::Api().cuEventQuery(done_.get());
   if (r == CUDA_SUCCESS) return absl::OkStatus();
   if (r == CUDA_ERROR_NOT_READY) {
@@ -288,6 +331,7 @@ absl::Status PendingDispatch::Wait(uint64_t timeout_ns, const char* what) {
   }
   int64_t wait_start = NowNs();
   driver::ScopedContext bind(context().cu());
+  VYRE_RETURN_IF_ERROR(bind.status(what));
   absl::Status status = AwaitDevice(timeout_ns, what);
   if (PublicCode(status) == VYRE_STATUS_TIMEOUT) return status;
   if (status.ok()) status = Finish(what);
@@ -295,7 +339,7 @@ absl::Status PendingDispatch::Wait(uint64_t timeout_ns, const char* what) {
   timing_.wait_ns = static_cast<uint64_t>(end - wait_start);
   timing_.wall_ns = static_cast<uint64_t>(end - started_ns_);
   state_ = State::kWaited;
-  if (TraceEnabled()) {
+  if (LogEnabled(VYRE_LOG_TRACE)) {
     Logf(VYRE_LOG_TRACE, "dispatch '%s': enqueue %.1f us, wait %.1f us, device %.1f us, wall %.1f us",
          program_->entry(), timing_.enqueue_ns / 1e3, timing_.wait_ns / 1e3,
          timing_.device_ns / 1e3, timing_.wall_ns / 1e3);

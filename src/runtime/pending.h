@@ -46,6 +46,8 @@ class PendingDispatch {
 
   absl::Status EnqueueLocked(const char* what) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status Launch(const char* what) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status UseParamCache(Program::ParamCache& cache, const char* what)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_, cache.mu);
   absl::Status EnqueueReadbacks(bool include_direct, const char* what)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status AwaitDevice(uint64_t timeout_ns, const char* what)
@@ -68,6 +70,7 @@ class PendingDispatch {
   PooledEvent done_ ABSL_GUARDED_BY(mu_);
   PooledEvent start_ ABSL_GUARDED_BY(mu_);
   PooledEvent end_ ABSL_GUARDED_BY(mu_);
+  CUdeviceptr param_pointer_ ABSL_GUARDED_BY(mu_) = 0;
   vyre_timing timing_ ABSL_GUARDED_BY(mu_){};
   int64_t started_ns_ ABSL_GUARDED_BY(mu_) = 0;
 };

@@ -8,6 +8,7 @@
 #include "base/status.h"
 #include "base/struct_size.h"
 #include "driver/cu_error.h"
+#include "runtime/memory.h"
 
 namespace vyre {
 namespace {
@@ -275,6 +276,7 @@ absl::StatusOr<std::shared_ptr<Program>> Program::Create(std::shared_ptr<Context
                         context->modules().GetOrLoad(desc.code_kind, code, options,
                                                      program->entry_));
   driver::ScopedContext bind(context->cu());
+  VYRE_RETURN_IF_ERROR(bind.status(kWhat));
   CUresult r = driver::Api().cuModuleGetFunction(&program->function_, program->module_->get(),
                                                  program->entry_.c_str());
   if (r == CUDA_ERROR_NOT_FOUND) {
@@ -300,6 +302,11 @@ absl::StatusOr<std::shared_ptr<Program>> Program::Create(std::shared_ptr<Context
 
 Program::~Program() {
   if (counted_) context_->telemetry().live_programs.Sub(1);
+  absl::MutexLock lock(&param_cache_.mu);
+  if (param_cache_.device != 0) {
+    driver::ScopedContext bind(context_->cu());
+    FreeDeviceBytes(param_cache_.device, kParamCacheBytes, &context_->telemetry());
+  }
 }
 
 }  // namespace vyre

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "runtime/context.h"
 #include "runtime/module_cache.h"
 #include "vyre_cuda.h"
@@ -51,6 +52,20 @@ class Program {
   uint64_t handle() const { return handle_; }
   void set_handle(uint64_t bits) { handle_ = bits; }
 
+  // Parameter words of dispatches without staged host data live in a small
+  // per-program device block that is rewritten only when the words change.
+  // The rewrite goes through the context's stream, so kernels already queued
+  // still read the old words; holding `mu` from the comparison through the
+  // launch keeps another thread's rewrite from slipping in between.
+  struct ParamCache {
+    absl::Mutex mu;
+    CUdeviceptr device ABSL_GUARDED_BY(mu) = 0;
+    std::string words ABSL_GUARDED_BY(mu);
+    bool valid ABSL_GUARDED_BY(mu) = false;
+  };
+  static constexpr uint64_t kParamCacheBytes = 4096;
+  ParamCache& param_cache() const { return param_cache_; }
+
  private:
   explicit Program(std::shared_ptr<Context> context) : context_(std::move(context)) {}
 
@@ -65,6 +80,7 @@ class Program {
   uint32_t max_threads_per_block_ = 0;
   uint64_t handle_ = 0;
   bool counted_ = false;  // in live_programs
+  mutable ParamCache param_cache_;
 };
 
 // Checks a block shape against the device and the kernel's own limit.
