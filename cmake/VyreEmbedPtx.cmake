@@ -25,4 +25,7 @@ function(vyre_embed_ptx target symbol source)
     DEPENDS ${ptx} ${VYRE_EMBED_SCRIPT}
     VERBATIM)
   add_library(${target} STATIC ${cc})
+  # Hidden: the library's version script exports vyre_*, and an embedded
+  # blob is no part of the ABI.
+  set_target_properties(${target} PROPERTIES CXX_VISIBILITY_PRESET hidden)
 endfunction()

@@ -2,13 +2,14 @@
 // work without a driver.
 #include "api/api_call.h"
 #include "base/log.h"
+#include "base/raw_enum.h"
 
 extern "C" {
 
 VYRE_API uint32_t vyre_version(void) { return VYRE_CUDA_VERSION; }
 
 VYRE_API const char* vyre_status_name(vyre_status status) {
-  switch (status) {
+  switch (vyre::RawEnum(status)) {
 #define VYRE_STATUS_CASE(name) \
   case name: return #name;
     VYRE_STATUS_CASE(VYRE_STATUS_OK)
@@ -47,13 +48,14 @@ VYRE_API vyre_status vyre_last_error(vyre_status* out_status, int32_t* out_cu_re
 VYRE_API vyre_status vyre_set_log_callback(vyre_log_callback callback, void* user_data,
                                            vyre_log_level max_level) {
   return vyre::ApiCall("vyre_set_log_callback", [&]() -> absl::Status {
-    if (static_cast<int>(max_level) < VYRE_LOG_ERROR || max_level > VYRE_LOG_TRACE) {
+    uint32_t level = vyre::RawEnum(max_level);
+    if (level > VYRE_LOG_TRACE) {
       return vyre::Errorf(VYRE_STATUS_INVALID_ARGUMENT,
                           "vyre_set_log_callback: max_level %d is not a vyre_log_level. Fix: "
                           "use VYRE_LOG_ERROR .. VYRE_LOG_TRACE.",
-                          static_cast<int>(max_level));
+                          static_cast<int32_t>(level));
     }
-    vyre::SetLogCallback(callback, user_data, max_level);
+    vyre::SetLogCallback(callback, user_data, static_cast<vyre_log_level>(level));
     return absl::OkStatus();
   });
 }

@@ -22,23 +22,33 @@ void LogReleaseFailure(const char* call, CUresult result);
 // their own current context.
 class ScopedContext {
  public:
-  explicit ScopedContext(CUcontext context) {
+  // Release paths (destructors) must not leak because one driver call failed
+  // transiently, and have no caller to report to: they retry the binding once
+  // and proceed even when the previous context could not be read.
+  enum class Purpose { kWork, kRelease };
+
+  explicit ScopedContext(CUcontext context, Purpose purpose = Purpose::kWork) {
+    const bool release = purpose == Purpose::kRelease;
+    bool unknown_previous = false;
     CUresult r = Api().cuCtxGetCurrent(&previous_);
     if (r != CUDA_SUCCESS) {
       previous_ = nullptr;
-      result_ = r;
-      call_ = "cuCtxGetCurrent";
+      if (!release) {
+        Fail(r, "cuCtxGetCurrent");
+        return;
+      }
+      // The previous context is unknown: bind ours and leave it bound, since
+      // restoring a guess could unbind an enclosing scope's context.
+      unknown_previous = true;
+    }
+    if (previous_ == context && !unknown_previous) return;
+    r = Api().cuCtxSetCurrent(context);
+    if (r != CUDA_SUCCESS && release) r = Api().cuCtxSetCurrent(context);
+    if (r != CUDA_SUCCESS) {
+      Fail(r, "cuCtxSetCurrent");
       return;
     }
-    if (previous_ != context) {
-      r = Api().cuCtxSetCurrent(context);
-      if (r == CUDA_SUCCESS) {
-        changed_ = true;
-      } else {
-        result_ = r;
-        call_ = "cuCtxSetCurrent";
-      }
-    }
+    changed_ = !unknown_previous;
   }
   ~ScopedContext() {
     if (changed_) Api().cuCtxSetCurrent(previous_);
@@ -54,6 +64,11 @@ class ScopedContext {
   }
 
  private:
+  void Fail(CUresult r, const char* call) {
+    result_ = r;
+    call_ = call;
+  }
+
   CUcontext previous_ = nullptr;
   bool changed_ = false;
   CUresult result_ = CUDA_SUCCESS;

@@ -22,15 +22,20 @@ absl::StatusOr<std::shared_ptr<Buffer>> Buffer::Allocate(std::shared_ptr<Context
                                                          uint64_t bytes) {
   driver::ScopedContext bind(context->cu());
   VYRE_RETURN_IF_ERROR(bind.status("vyre_buffer_alloc"));
-  VYRE_ASSIGN_OR_RETURN(uint64_t address,
-                        AllocateDeviceBytes(bytes, "vyre_buffer_alloc", &context->telemetry()));
+  auto address = AllocateDeviceBytes(bytes, "vyre_buffer_alloc", &context->telemetry());
+  if (!address.ok() && PublicCode(address.status()) == VYRE_STATUS_OUT_OF_MEMORY) {
+    // Memory the pools keep cached is the first to give back under pressure.
+    context->Trim();
+    address = AllocateDeviceBytes(bytes, "vyre_buffer_alloc", &context->telemetry());
+  }
+  if (!address.ok()) return address.status();
   context->telemetry().live_buffers.Add();
   return std::shared_ptr<Buffer>(
-      new Buffer(std::move(context), static_cast<CUdeviceptr>(address), bytes));
+      new Buffer(std::move(context), static_cast<CUdeviceptr>(*address), bytes));
 }
 
 Buffer::~Buffer() {
-  driver::ScopedContext bind(context_->cu());
+  driver::ScopedContext bind(context_->cu(), driver::ScopedContext::Purpose::kRelease);
   FreeDeviceBytes(device_, bytes_, &context_->telemetry());
   context_->telemetry().live_buffers.Sub(1);
 }

@@ -116,7 +116,7 @@ absl::StatusOr<std::shared_ptr<Context>> Context::Create(const vyre_context_desc
 
 Context::~Context() {
   if (primary_.get() == nullptr) return;
-  driver::ScopedContext bind(primary_.get());
+  driver::ScopedContext bind(primary_.get(), driver::ScopedContext::Purpose::kRelease);
   if (stream_) {
     CUresult r = driver::Api().cuStreamSynchronize(stream_.get());
     if (r != CUDA_SUCCESS) driver::LogReleaseFailure("cuStreamSynchronize", r);

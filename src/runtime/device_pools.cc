@@ -43,7 +43,7 @@ absl::StatusOr<uint64_t> BlockPool::AllocateRaw(uint64_t bytes, const char* what
 }
 
 void BlockPool::FreeRaw(uint64_t address, uint64_t bytes) {
-  driver::ScopedContext bind(context_);
+  driver::ScopedContext bind(context_, driver::ScopedContext::Purpose::kRelease);
   if (kind_ == PoolKind::kDevice) {
     FreeDeviceBytes(address, bytes, telemetry_);
   } else {
@@ -148,7 +148,7 @@ void BlockPool::TrimLocked() {
 }
 
 EventPool::~EventPool() {
-  driver::ScopedContext bind(context_);
+  driver::ScopedContext bind(context_, driver::ScopedContext::Purpose::kRelease);
   absl::MutexLock lock(&mu_);
   for (CUevent e : plain_) driver::EventGuard release(e);
   for (CUevent e : timing_) driver::EventGuard release(e);

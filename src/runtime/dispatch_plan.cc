@@ -1,7 +1,9 @@
 #include "runtime/dispatch_plan.h"
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "base/checked_math.h"
+#include "base/raw_enum.h"
 #include "base/status.h"
 #include "base/struct_size.h"
 #include "runtime/registries.h"
@@ -42,33 +44,45 @@ absl::Status BindHost(const char* what, size_t i, const BindingDecl& decl,
 absl::Status BindResident(const char* what, size_t i, const BindingDecl& decl,
                           const Context& context, const vyre_dispatch_binding& in,
                           PlannedBinding* out) {
-  std::string field = absl::StrCat(what, ": binding ", i, " ('", decl.name, "')");
-  VYRE_ASSIGN_OR_RETURN(out->buffer, Buffers().Lookup(in.buffer.bits, field.c_str()));
+  auto looked_up = Buffers().Lookup(in.buffer.bits, what);
+  if (!looked_up.ok()) {
+    // Name the binding, but only on the error path: the hot path formats nothing.
+    absl::string_view message = looked_up.status().message();
+    absl::ConsumePrefix(&message, absl::StrCat(what, ": "));
+    return MakeError(PublicCode(looked_up.status()),
+                     absl::StrCat(what, ": binding ", i, " ('", decl.name, "'): ", message));
+  }
+  out->buffer = *std::move(looked_up);
   const Buffer& buffer = *out->buffer;
+  std::string field;  // built only if a check below fails
+  auto describe = [&]() -> const std::string& {
+    if (field.empty()) field = absl::StrCat(what, ": binding ", i, " ('", decl.name, "')");
+    return field;
+  };
   if (&buffer.context() != &context) {
     return Errorf(VYRE_STATUS_INVALID_ARGUMENT,
                   "%s: the buffer belongs to another context. Fix: bind buffers allocated on "
                   "the program's context.",
-                  field);
+                  describe());
   }
   if (in.offset > buffer.bytes()) {
     return Errorf(VYRE_STATUS_OUT_OF_RANGE,
                   "%s: offset %u is past the buffer's %u bytes. Fix: bind a range inside the "
                   "buffer.",
-                  field, in.offset, buffer.bytes());
+                  describe(), in.offset, buffer.bytes());
   }
   uint64_t length = in.length ? in.length : buffer.bytes() - in.offset;
   if (!RangeInside(in.offset, length, buffer.bytes())) {
     return Errorf(VYRE_STATUS_OUT_OF_RANGE,
                   "%s: range [%u, +%u) ends past the buffer's %u bytes. Fix: keep offset + "
                   "length within the buffer.",
-                  field, in.offset, length, buffer.bytes());
+                  describe(), in.offset, length, buffer.bytes());
   }
   if (length == 0) {
     return Errorf(VYRE_STATUS_INVALID_ARGUMENT,
                   "%s: the bound range is empty (offset %u is the buffer's end). Fix: bind at "
                   "least one element.",
-                  field, in.offset);
+                  describe(), in.offset);
   }
   out->offset = in.offset;
   out->bytes = length;
@@ -297,15 +311,16 @@ absl::Status BuildDispatchPlan(const Program& program, const vyre_dispatch_desc&
                     "every binding with VYRE_DISPATCH_BINDING_INIT.",
                     what, i, in.struct_size, stride);
     }
-    if (in.source == VYRE_SOURCE_HOST) {
+    const uint32_t source = RawEnum(in.source);
+    if (source == VYRE_SOURCE_HOST) {
       VYRE_RETURN_IF_ERROR(BindHost(what, i, decl, in, &bound));
-    } else if (in.source == VYRE_SOURCE_RESIDENT) {
+    } else if (source == VYRE_SOURCE_RESIDENT) {
       VYRE_RETURN_IF_ERROR(BindResident(what, i, decl, program.context(), in, &bound));
     } else {
       return Errorf(VYRE_STATUS_INVALID_ARGUMENT,
                     "%s: binding %u ('%s') has source %d. Fix: use VYRE_SOURCE_HOST or "
                     "VYRE_SOURCE_RESIDENT.",
-                    what, i, decl.name, static_cast<int>(in.source));
+                    what, i, decl.name, static_cast<int32_t>(source));
     }
     uint64_t elements = 0;
     VYRE_RETURN_IF_ERROR(CheckLength(what, i, decl, &bound, &elements));

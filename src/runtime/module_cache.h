@@ -30,7 +30,7 @@ class LoadedModule {
   LoadedModule(CUcontext context, driver::ModuleGuard module)
       : context_(context), module_(std::move(module)) {}
   ~LoadedModule() {
-    driver::ScopedContext bind(context_);
+    driver::ScopedContext bind(context_, driver::ScopedContext::Purpose::kRelease);
     module_.reset();
   }
   CUmodule get() const { return module_.get(); }

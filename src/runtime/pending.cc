@@ -38,7 +38,7 @@ void PendingDispatch::ReleaseResources() {
   if (device_work_pending_) {
     // The slabs may still be read or written by queued copies; they go back
     // to the pools only once the stream has passed them.
-    driver::ScopedContext bind(ctx.cu());
+    driver::ScopedContext bind(ctx.cu(), driver::ScopedContext::Purpose::kRelease);
     CUresult r = driver::Api().cuStreamSynchronize(ctx.stream());
     if (r != CUDA_SUCCESS) driver::LogReleaseFailure("cuStreamSynchronize", r);
     device_work_pending_ = false;

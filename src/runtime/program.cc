@@ -5,6 +5,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/strings/str_cat.h"
 #include "base/checked_math.h"
+#include "base/raw_enum.h"
 #include "base/status.h"
 #include "base/struct_size.h"
 #include "driver/cu_error.h"
@@ -15,18 +16,18 @@ namespace {
 
 constexpr const char* kWhat = "vyre_program_create";
 
-bool ValidRole(vyre_binding_role role) {
+bool ValidRole(uint32_t role) {
   return role == VYRE_ROLE_INPUT || role == VYRE_ROLE_OUTPUT ||
          role == VYRE_ROLE_INPUT_OUTPUT || role == VYRE_ROLE_SHARED;
 }
 
 absl::StatusOr<absl::string_view> CodeOf(const vyre_program_desc& desc) {
-  if (desc.code_kind != VYRE_CODE_PTX && desc.code_kind != VYRE_CODE_BINARY &&
-      desc.code_kind != VYRE_CODE_CUDA_SOURCE) {
+  uint32_t kind = RawEnum(desc.code_kind);
+  if (kind != VYRE_CODE_PTX && kind != VYRE_CODE_BINARY && kind != VYRE_CODE_CUDA_SOURCE) {
     return Errorf(VYRE_STATUS_INVALID_ARGUMENT,
                   "%s: code_kind %d is not a vyre_code_kind. Fix: use VYRE_CODE_PTX, "
                   "VYRE_CODE_BINARY or VYRE_CODE_CUDA_SOURCE.",
-                  kWhat, static_cast<int>(desc.code_kind));
+                  kWhat, static_cast<int32_t>(kind));
   }
   if (desc.code == nullptr) {
     return Errorf(VYRE_STATUS_INVALID_ARGUMENT,
@@ -86,11 +87,11 @@ absl::Status ReadBindings(const vyre_program_desc& desc, std::vector<BindingDecl
     }
     BindingDecl b;
     b.name = d.name && *d.name ? d.name : absl::StrCat("binding ", i);
-    if (!ValidRole(d.role)) {
+    if (!ValidRole(RawEnum(d.role))) {
       return Errorf(VYRE_STATUS_INVALID_ARGUMENT,
                     "%s: %s ('%s') has role %d. Fix: use VYRE_ROLE_INPUT, _OUTPUT, "
                     "_INPUT_OUTPUT or _SHARED.",
-                    kWhat, field, b.name, static_cast<int>(d.role));
+                    kWhat, field, b.name, static_cast<int32_t>(RawEnum(d.role)));
     }
     if (d.element_size == 0) {
       return Errorf(VYRE_STATUS_INVALID_ARGUMENT,
@@ -159,7 +160,7 @@ absl::Status ReadParams(const vyre_program_desc& desc, const std::vector<Binding
   }
   for (size_t i = 0; i < desc.param_count; ++i) {
     vyre_kernel_param p = desc.params[i];
-    switch (p.kind) {
+    switch (RawEnum(p.kind)) {
       case VYRE_PARAM_BINDING:
         if (p.index >= bindings.size() || bindings[p.index].role == VYRE_ROLE_SHARED) {
           return Errorf(VYRE_STATUS_INVALID_ARGUMENT,
@@ -177,7 +178,7 @@ absl::Status ReadParams(const vyre_program_desc& desc, const std::vector<Binding
       default:
         return Errorf(VYRE_STATUS_INVALID_ARGUMENT,
                       "%s: params[%u] has kind %d. Fix: use a vyre_param_kind value.", kWhat,
-                      i, static_cast<int>(p.kind));
+                      i, static_cast<int32_t>(RawEnum(p.kind)));
     }
     out->push_back(p);
   }
@@ -304,7 +305,7 @@ Program::~Program() {
   if (counted_) context_->telemetry().live_programs.Sub(1);
   absl::MutexLock lock(&param_cache_.mu);
   if (param_cache_.device != 0) {
-    driver::ScopedContext bind(context_->cu());
+    driver::ScopedContext bind(context_->cu(), driver::ScopedContext::Purpose::kRelease);
     FreeDeviceBytes(param_cache_.device, kParamCacheBytes, &context_->telemetry());
   }
 }

@@ -1,0 +1,9 @@
+// The benchmark kernel, embedded as PTX (vyre_bench_kernels_ptx). The vyre
+// path and the raw driver path load this same PTX text.
+// Default vyre calling convention: out[i] = a[i] + b[i] for i < params[0].
+extern "C" __global__ void vyre_bench_add_u32(const unsigned* a, const unsigned* b,
+                                              unsigned* out, const unsigned* params) {
+  const unsigned n = params[0];
+  const unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = a[i] + b[i];
+}

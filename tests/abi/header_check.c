@@ -1,0 +1,67 @@
+/* Compiled as C99 and C11 with -Wall -Wextra -pedantic -Werror (see
+ * CMakeLists.txt): vyre_cuda.h must be clean C, and every _INIT macro must
+ * initialise its struct completely. */
+#include "vyre_cuda.h"
+
+#include <stddef.h>
+
+/* Every function, by address: the prototypes exist and have these types. */
+typedef void (*any_fn)(void);
+static const any_fn kFunctions[] = {
+    (any_fn)vyre_version,          (any_fn)vyre_status_name,
+    (any_fn)vyre_last_error,       (any_fn)vyre_set_log_callback,
+    (any_fn)vyre_device_count,     (any_fn)vyre_device_info_get,
+    (any_fn)vyre_context_create,   (any_fn)vyre_context_destroy,
+    (any_fn)vyre_context_device_info, (any_fn)vyre_context_telemetry,
+    (any_fn)vyre_context_trim,     (any_fn)vyre_context_selftest,
+    (any_fn)vyre_buffer_alloc,
+    (any_fn)vyre_buffer_free,      (any_fn)vyre_buffer_upload,
+    (any_fn)vyre_buffer_download,  (any_fn)vyre_buffer_upload_ranges,
+    (any_fn)vyre_buffer_download_ranges, (any_fn)vyre_buffer_info_get,
+    (any_fn)vyre_program_create,   (any_fn)vyre_program_destroy,
+    (any_fn)vyre_dispatch,         (any_fn)vyre_dispatch_async,
+    (any_fn)vyre_pending_poll,     (any_fn)vyre_pending_wait,
+    (any_fn)vyre_pending_timing,   (any_fn)vyre_pending_release,
+};
+
+size_t header_check_function_count(void);
+size_t header_check_function_count(void) { return sizeof(kFunctions) / sizeof(kFunctions[0]); }
+
+int header_check_inits(void);
+int header_check_inits(void) {
+  vyre_device_info device_info = VYRE_DEVICE_INFO_INIT;
+  vyre_context_desc context_desc = VYRE_CONTEXT_DESC_INIT;
+  vyre_telemetry telemetry = VYRE_TELEMETRY_INIT;
+  vyre_buffer_info buffer_info = VYRE_BUFFER_INFO_INIT;
+  vyre_binding_decl binding_decl = VYRE_BINDING_DECL_INIT;
+  vyre_program_desc program_desc = VYRE_PROGRAM_DESC_INIT;
+  vyre_dispatch_binding dispatch_binding = VYRE_DISPATCH_BINDING_INIT;
+  vyre_dispatch_desc dispatch_desc = VYRE_DISPATCH_DESC_INIT;
+  vyre_timing timing = VYRE_TIMING_INIT;
+  vyre_context context = {0};
+  vyre_buffer buffer = {0};
+  vyre_program program = {0};
+  vyre_pending pending = {0};
+  vyre_upload_range upload = {0, 0, NULL};
+  vyre_download_range download = {0, 0, NULL};
+  vyre_kernel_param param = {VYRE_PARAM_BINDING, 0};
+  vyre_log_callback callback = NULL;
+  uint32_t flags = VYRE_DISPATCH_FLAG_DEVICE_TIMING | VYRE_DISPATCH_FLAG_COOPERATIVE;
+  uint64_t forever = VYRE_WAIT_FOREVER;
+  int ok = 1;
+  ok &= device_info.struct_size == sizeof(vyre_device_info);
+  ok &= context_desc.struct_size == sizeof(vyre_context_desc);
+  ok &= telemetry.struct_size == sizeof(vyre_telemetry);
+  ok &= buffer_info.struct_size == sizeof(vyre_buffer_info);
+  ok &= binding_decl.struct_size == sizeof(vyre_binding_decl);
+  ok &= program_desc.struct_size == sizeof(vyre_program_desc);
+  ok &= dispatch_binding.struct_size == sizeof(vyre_dispatch_binding);
+  ok &= dispatch_desc.struct_size == sizeof(vyre_dispatch_desc);
+  ok &= timing.struct_size == sizeof(vyre_timing);
+  ok &= context.bits == 0 && buffer.bits == 0 && program.bits == 0 && pending.bits == 0;
+  ok &= upload.bytes == 0 && download.bytes == 0 && param.index == 0 && callback == NULL;
+  ok &= flags == 3u && forever == UINT64_MAX;
+  ok &= VYRE_CUDA_VERSION == VYRE_MAKE_VERSION(VYRE_CUDA_VERSION_MAJOR, VYRE_CUDA_VERSION_MINOR,
+                                               VYRE_CUDA_VERSION_PATCH);
+  return ok;
+}

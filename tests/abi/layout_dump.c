@@ -1,0 +1,184 @@
+/* Prints the size and alignment of every public struct and the offset of
+ * every field, one per line, sorted as written here. The abi.layout test
+ * compares the output with abi/vyre_cuda.layout: a difference is an ABI
+ * break (update the file only together with a major version bump, or when
+ * appending fields at the end of an extensible struct). */
+#include <stddef.h>
+#include <stdio.h>
+
+#include "vyre_cuda.h"
+
+#define STRUCT(T) printf("%s size %zu align %zu\n", #T, sizeof(T), _Alignof(T))
+#define FIELD(T, f) printf("%s.%s offset %zu\n", #T, #f, offsetof(T, f))
+#define ENUM(e) printf("%s = %lld\n", #e, (long long)(e))
+
+int main(void) {
+  STRUCT(vyre_context);
+  STRUCT(vyre_buffer);
+  STRUCT(vyre_program);
+  STRUCT(vyre_pending);
+
+  STRUCT(vyre_device_info);
+  FIELD(vyre_device_info, struct_size);
+  FIELD(vyre_device_info, ordinal);
+  FIELD(vyre_device_info, name);
+  FIELD(vyre_device_info, compute_capability_major);
+  FIELD(vyre_device_info, compute_capability_minor);
+  FIELD(vyre_device_info, total_memory_bytes);
+  FIELD(vyre_device_info, multiprocessor_count);
+  FIELD(vyre_device_info, max_threads_per_block);
+  FIELD(vyre_device_info, max_block_dim);
+  FIELD(vyre_device_info, max_grid_dim);
+  FIELD(vyre_device_info, max_shared_memory_per_block);
+  FIELD(vyre_device_info, warp_size);
+  FIELD(vyre_device_info, cooperative_launch);
+  FIELD(vyre_device_info, driver_version);
+
+  STRUCT(vyre_context_desc);
+  FIELD(vyre_context_desc, struct_size);
+  FIELD(vyre_context_desc, device_ordinal);
+  FIELD(vyre_context_desc, transient_pool_limit_bytes);
+  FIELD(vyre_context_desc, pinned_pool_limit_bytes);
+
+  STRUCT(vyre_telemetry);
+  FIELD(vyre_telemetry, struct_size);
+  FIELD(vyre_telemetry, h2d_bytes);
+  FIELD(vyre_telemetry, h2d_operations);
+  FIELD(vyre_telemetry, d2h_bytes);
+  FIELD(vyre_telemetry, d2h_operations);
+  FIELD(vyre_telemetry, memset_operations);
+  FIELD(vyre_telemetry, kernel_launches);
+  FIELD(vyre_telemetry, sync_points);
+  FIELD(vyre_telemetry, dispatches);
+  FIELD(vyre_telemetry, transient_pool_hits);
+  FIELD(vyre_telemetry, transient_pool_misses);
+  FIELD(vyre_telemetry, transient_pool_cached_bytes);
+  FIELD(vyre_telemetry, pinned_pool_hits);
+  FIELD(vyre_telemetry, pinned_pool_misses);
+  FIELD(vyre_telemetry, pinned_pool_cached_bytes);
+  FIELD(vyre_telemetry, module_cache_hits);
+  FIELD(vyre_telemetry, module_cache_misses);
+  FIELD(vyre_telemetry, module_loads);
+  FIELD(vyre_telemetry, device_bytes_live);
+  FIELD(vyre_telemetry, pinned_bytes_live);
+  FIELD(vyre_telemetry, live_buffers);
+  FIELD(vyre_telemetry, live_programs);
+  FIELD(vyre_telemetry, live_pendings);
+
+  STRUCT(vyre_upload_range);
+  FIELD(vyre_upload_range, offset);
+  FIELD(vyre_upload_range, bytes);
+  FIELD(vyre_upload_range, src);
+  STRUCT(vyre_download_range);
+  FIELD(vyre_download_range, offset);
+  FIELD(vyre_download_range, bytes);
+  FIELD(vyre_download_range, dst);
+
+  STRUCT(vyre_buffer_info);
+  FIELD(vyre_buffer_info, struct_size);
+  FIELD(vyre_buffer_info, bytes);
+  FIELD(vyre_buffer_info, device_pointer);
+  FIELD(vyre_buffer_info, context);
+
+  STRUCT(vyre_binding_decl);
+  FIELD(vyre_binding_decl, struct_size);
+  FIELD(vyre_binding_decl, role);
+  FIELD(vyre_binding_decl, name);
+  FIELD(vyre_binding_decl, element_size);
+  FIELD(vyre_binding_decl, element_count);
+  FIELD(vyre_binding_decl, output_offset);
+  FIELD(vyre_binding_decl, output_length);
+
+  STRUCT(vyre_kernel_param);
+  FIELD(vyre_kernel_param, kind);
+  FIELD(vyre_kernel_param, index);
+
+  STRUCT(vyre_program_desc);
+  FIELD(vyre_program_desc, struct_size);
+  FIELD(vyre_program_desc, code_kind);
+  FIELD(vyre_program_desc, code);
+  FIELD(vyre_program_desc, code_size);
+  FIELD(vyre_program_desc, entry);
+  FIELD(vyre_program_desc, bindings);
+  FIELD(vyre_program_desc, binding_count);
+  FIELD(vyre_program_desc, workgroup_size);
+  FIELD(vyre_program_desc, shared_memory_bytes);
+  FIELD(vyre_program_desc, params);
+  FIELD(vyre_program_desc, param_count);
+  FIELD(vyre_program_desc, compile_options);
+  FIELD(vyre_program_desc, compile_option_count);
+
+  STRUCT(vyre_dispatch_binding);
+  FIELD(vyre_dispatch_binding, struct_size);
+  FIELD(vyre_dispatch_binding, source);
+  FIELD(vyre_dispatch_binding, host_input);
+  FIELD(vyre_dispatch_binding, host_output);
+  FIELD(vyre_dispatch_binding, host_bytes);
+  FIELD(vyre_dispatch_binding, buffer);
+  FIELD(vyre_dispatch_binding, offset);
+  FIELD(vyre_dispatch_binding, length);
+
+  STRUCT(vyre_dispatch_desc);
+  FIELD(vyre_dispatch_desc, struct_size);
+  FIELD(vyre_dispatch_desc, flags);
+  FIELD(vyre_dispatch_desc, bindings);
+  FIELD(vyre_dispatch_desc, binding_count);
+  FIELD(vyre_dispatch_desc, param_words);
+  FIELD(vyre_dispatch_desc, param_word_count);
+  FIELD(vyre_dispatch_desc, scalars);
+  FIELD(vyre_dispatch_desc, scalar_count);
+  FIELD(vyre_dispatch_desc, grid);
+  FIELD(vyre_dispatch_desc, block);
+  FIELD(vyre_dispatch_desc, element_count);
+  FIELD(vyre_dispatch_desc, fixpoint_iterations);
+  FIELD(vyre_dispatch_desc, shared_memory_bytes);
+
+  STRUCT(vyre_timing);
+  FIELD(vyre_timing, struct_size);
+  FIELD(vyre_timing, wall_ns);
+  FIELD(vyre_timing, device_ns);
+  FIELD(vyre_timing, enqueue_ns);
+  FIELD(vyre_timing, wait_ns);
+
+  ENUM(VYRE_STATUS_OK);
+  ENUM(VYRE_STATUS_INVALID_ARGUMENT);
+  ENUM(VYRE_STATUS_INVALID_HANDLE);
+  ENUM(VYRE_STATUS_STALE_HANDLE);
+  ENUM(VYRE_STATUS_UNSUPPORTED_STRUCT_SIZE);
+  ENUM(VYRE_STATUS_OUT_OF_RANGE);
+  ENUM(VYRE_STATUS_NO_DRIVER);
+  ENUM(VYRE_STATUS_NO_DEVICE);
+  ENUM(VYRE_STATUS_DRIVER_TOO_OLD);
+  ENUM(VYRE_STATUS_NVRTC_UNAVAILABLE);
+  ENUM(VYRE_STATUS_OUT_OF_MEMORY);
+  ENUM(VYRE_STATUS_COMPILE_FAILED);
+  ENUM(VYRE_STATUS_ENTRY_NOT_FOUND);
+  ENUM(VYRE_STATUS_LIMIT_EXCEEDED);
+  ENUM(VYRE_STATUS_LAUNCH_FAILED);
+  ENUM(VYRE_STATUS_TIMEOUT);
+  ENUM(VYRE_STATUS_NOT_READY);
+  ENUM(VYRE_STATUS_INVALID_STATE);
+  ENUM(VYRE_STATUS_DRIVER_ERROR);
+  ENUM(VYRE_STATUS_INTERNAL);
+  ENUM(VYRE_LOG_ERROR);
+  ENUM(VYRE_LOG_WARNING);
+  ENUM(VYRE_LOG_INFO);
+  ENUM(VYRE_LOG_TRACE);
+  ENUM(VYRE_CODE_PTX);
+  ENUM(VYRE_CODE_BINARY);
+  ENUM(VYRE_CODE_CUDA_SOURCE);
+  ENUM(VYRE_ROLE_INPUT);
+  ENUM(VYRE_ROLE_OUTPUT);
+  ENUM(VYRE_ROLE_INPUT_OUTPUT);
+  ENUM(VYRE_ROLE_SHARED);
+  ENUM(VYRE_PARAM_BINDING);
+  ENUM(VYRE_PARAM_SCALAR32);
+  ENUM(VYRE_PARAM_SCALAR64);
+  ENUM(VYRE_PARAM_PARAM_WORDS);
+  ENUM(VYRE_PARAM_NULL_POINTER);
+  ENUM(VYRE_SOURCE_HOST);
+  ENUM(VYRE_SOURCE_RESIDENT);
+  ENUM(VYRE_DISPATCH_FLAG_DEVICE_TIMING);
+  ENUM(VYRE_DISPATCH_FLAG_COOPERATIVE);
+  return 0;
+}

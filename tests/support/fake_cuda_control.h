@@ -1,0 +1,66 @@
+/*
+ * Test-only controls exported by the fake CUDA driver (libfake_cuda.so).
+ *
+ * The engine dlopen()s the fake through VYRE_CUDA_DRIVER_LIBRARY; a test that
+ * dlopen()s the same path gets the same instance and can read its counters
+ * and hold "device work" incomplete. See fake_cuda_client.h for a C++ wrapper.
+ */
+#ifndef VYRE_TESTS_SUPPORT_FAKE_CUDA_CONTROL_H_
+#define VYRE_TESTS_SUPPORT_FAKE_CUDA_CONTROL_H_
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct fake_cuda_stats {
+  /* Levels. */
+  uint64_t device_allocations_live;
+  uint64_t device_bytes_live;
+  uint64_t pinned_allocations_live;
+  uint64_t pinned_bytes_live;
+  uint64_t modules_live;
+  uint64_t streams_live;
+  uint64_t events_live;
+  int64_t primary_context_retains;
+  /* Cumulative. */
+  uint64_t module_loads;
+  uint64_t kernel_launches;
+  uint64_t cooperative_launches;
+  uint64_t memcpy_htod;
+  uint64_t memcpy_dtoh;
+  uint64_t memsets;
+  /* Calls the engine should never make: wrong pointers, no current context,
+   * unknown handles, double frees. Any increase is an engine bug. */
+  uint64_t misuse_errors;
+  /* Synchronisations that gave up waiting for fake_cuda_set_hold(0). */
+  uint64_t hold_timeouts;
+  /* The last launch. */
+  uint32_t last_grid[3];
+  uint32_t last_block[3];
+  uint32_t last_shared_bytes;
+  char last_kernel[128];
+  /* vyre_test_probe_params(u64 a, const void* b, u32 c, const u32* d):
+   * a, b, c and d[0] of its last launch. (Fields are only ever appended:
+   * the Python binding tests read this struct through ctypes.) */
+  uint64_t probe_a;
+  uint64_t probe_b;
+  uint32_t probe_c;
+  uint32_t probe_d0;
+  uint64_t probe_launches;
+} fake_cuda_stats;
+
+typedef void (*fake_cuda_get_stats_fn)(fake_cuda_stats* out);
+/* hold != 0: stream/event queries answer CUDA_ERROR_NOT_READY and
+ * synchronisations block until the hold is released (at most 5 s). */
+typedef void (*fake_cuda_set_hold_fn)(int hold);
+
+void fake_cuda_get_stats(fake_cuda_stats* out);
+void fake_cuda_set_hold(int hold);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* VYRE_TESTS_SUPPORT_FAKE_CUDA_CONTROL_H_ */
