@@ -19,6 +19,7 @@ VYRE_API vyre_status vyre_dispatch(vyre_program program, const vyre_dispatch_des
     }
     // The synchronous path lives on the stack: no handle, no heap allocation.
     vyre::PendingDispatch pending(std::move(p), /*synchronous=*/true);
+    pending.set_host_timing(out_timing != nullptr);
     VYRE_RETURN_IF_ERROR(pending.Enqueue(d, what));
     VYRE_RETURN_IF_ERROR(pending.Wait(VYRE_WAIT_FOREVER, what));
     if (out_timing != nullptr) {

@@ -10,12 +10,12 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
+#include <shared_mutex>
 #include <utility>
 #include <vector>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "base/status.h"
 
 namespace vyre {
@@ -55,7 +55,7 @@ class HandleRegistry {
   HandleRegistry& operator=(const HandleRegistry&) = delete;
 
   absl::StatusOr<uint64_t> Insert(std::shared_ptr<T> object) {
-    absl::MutexLock lock(&mu_);
+    std::unique_lock lock(mu_);
     uint32_t slot;
     if (!free_.empty()) {
       slot = free_.back();
@@ -77,7 +77,7 @@ class HandleRegistry {
   }
 
   absl::StatusOr<std::shared_ptr<T>> Lookup(uint64_t bits, const char* what) const {
-    absl::ReaderMutexLock lock(&mu_);
+    std::shared_lock lock(mu_);
     const Slot* s = Find(bits);
     if (s == nullptr || !s->object) return HandleError(what, type_, bits, IsStale(bits));
     return s->object;
@@ -85,7 +85,7 @@ class HandleRegistry {
 
   // Removes the object; the handle is stale from now on.
   absl::StatusOr<std::shared_ptr<T>> Remove(uint64_t bits, const char* what) {
-    absl::MutexLock lock(&mu_);
+    std::unique_lock lock(mu_);
     Slot* s = const_cast<Slot*>(Find(bits));
     if (s == nullptr || !s->object) return HandleError(what, type_, bits, IsStale(bits));
     std::shared_ptr<T> object = std::move(s->object);
@@ -97,7 +97,7 @@ class HandleRegistry {
   }
 
   size_t live() const {
-    absl::ReaderMutexLock lock(&mu_);
+    std::shared_lock lock(mu_);
     return live_;
   }
 
@@ -113,7 +113,7 @@ class HandleRegistry {
     return g == 0 ? 1 : g;
   }
 
-  const Slot* Find(uint64_t bits) const ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+  const Slot* Find(uint64_t bits) const {
     if (handle_bits::TypeOf(bits) != static_cast<uint8_t>(type_)) return nullptr;
     uint32_t slot = handle_bits::SlotOf(bits);
     if (slot >= slots_.size()) return nullptr;
@@ -123,7 +123,7 @@ class HandleRegistry {
   }
 
   // A handle is stale when its slot existed and has moved past its generation.
-  bool IsStale(uint64_t bits) const ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+  bool IsStale(uint64_t bits) const {
     if (handle_bits::TypeOf(bits) != static_cast<uint8_t>(type_)) return false;
     uint32_t slot = handle_bits::SlotOf(bits);
     uint32_t generation = handle_bits::GenerationOf(bits);
@@ -133,10 +133,13 @@ class HandleRegistry {
   }
 
   const HandleType type_;
-  mutable absl::Mutex mu_;
-  std::vector<Slot> slots_ ABSL_GUARDED_BY(mu_);
-  std::vector<uint32_t> free_ ABSL_GUARDED_BY(mu_);
-  size_t live_ ABSL_GUARDED_BY(mu_) = 0;
+  // Every API call looks up one or more handles. Debian's Abseil is built
+  // with its debug deadlock detector on, which adds a graph lookup to every
+  // absl::Mutex operation; the standard shared mutex keeps lookups cheap.
+  mutable std::shared_mutex mu_;
+  std::vector<Slot> slots_;
+  std::vector<uint32_t> free_;
+  size_t live_ = 0;
 };
 
 }  // namespace vyre

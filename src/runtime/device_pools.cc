@@ -31,7 +31,7 @@ BlockPool::BlockPool(PoolKind kind, CUcontext context, uint64_t cache_limit,
     : kind_(kind), context_(context), cache_limit_(cache_limit), telemetry_(telemetry) {}
 
 BlockPool::~BlockPool() {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard lock(mu_);
   TrimLocked();
 }
 
@@ -79,7 +79,7 @@ absl::StatusOr<PoolBlock> BlockPool::Acquire(uint64_t bytes, const char* what) {
   Counter& cached = kind_ == PoolKind::kDevice ? telemetry_->transient_pool_cached_bytes
                                                : telemetry_->pinned_pool_cached_bytes;
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard lock(mu_);
     auto it = free_.find(*size_class);
     if (it != free_.end() && !it->second.empty()) {
       uint64_t address = it->second.back();
@@ -102,7 +102,7 @@ absl::StatusOr<PoolBlock> BlockPool::Acquire(uint64_t bytes, const char* what) {
 
 void BlockPool::Release(uint64_t address, uint64_t capacity) {
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard lock(mu_);
     // The block just used is the likeliest to be wanted next: make room for
     // it by freeing older cached blocks rather than dropping it.
     if (capacity <= cache_limit_) {
@@ -132,7 +132,7 @@ void BlockPool::Release(uint64_t address, uint64_t capacity) {
 }
 
 void BlockPool::Trim() {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard lock(mu_);
   TrimLocked();
 }
 
@@ -149,14 +149,14 @@ void BlockPool::TrimLocked() {
 
 EventPool::~EventPool() {
   driver::ScopedContext bind(context_, driver::ScopedContext::Purpose::kRelease);
-  absl::MutexLock lock(&mu_);
+  std::lock_guard lock(mu_);
   for (CUevent e : plain_) driver::EventGuard release(e);
   for (CUevent e : timing_) driver::EventGuard release(e);
 }
 
 absl::StatusOr<CUevent> EventPool::Acquire(bool timing) {
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard lock(mu_);
     std::vector<CUevent>& list = timing ? timing_ : plain_;
     if (!list.empty()) {
       CUevent e = list.back();
@@ -171,7 +171,7 @@ absl::StatusOr<CUevent> EventPool::Acquire(bool timing) {
 }
 
 void EventPool::Release(CUevent event, bool timing) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard lock(mu_);
   (timing ? timing_ : plain_).push_back(event);
 }
 

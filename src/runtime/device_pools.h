@@ -8,12 +8,11 @@
 #include <cuda.h>
 
 #include <cstdint>
+#include <mutex>
 #include <vector>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "driver/guards.h"
 #include "runtime/telemetry.h"
 
@@ -65,16 +64,18 @@ class BlockPool {
   void Release(uint64_t address, uint64_t capacity);
   absl::StatusOr<uint64_t> AllocateRaw(uint64_t bytes, const char* what);
   void FreeRaw(uint64_t address, uint64_t bytes);
-  void TrimLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void TrimLocked();
 
   const PoolKind kind_;
   const CUcontext context_;
   const uint64_t cache_limit_;
   Telemetry* const telemetry_;
-  absl::Mutex mu_;
+  // std::mutex rather than absl::Mutex on the dispatch path: see the note in
+  // base/handle_registry.h.
+  std::mutex mu_;
   // Size class (power of two) -> cached block addresses.
-  absl::flat_hash_map<uint64_t, std::vector<uint64_t>> free_ ABSL_GUARDED_BY(mu_);
-  uint64_t cached_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::flat_hash_map<uint64_t, std::vector<uint64_t>> free_;
+  uint64_t cached_bytes_ = 0;
 };
 
 // Reusable events. Timing events cost a little more to record, so they are
@@ -91,9 +92,9 @@ class EventPool {
 
  private:
   const CUcontext context_;
-  absl::Mutex mu_;
-  std::vector<CUevent> plain_ ABSL_GUARDED_BY(mu_);
-  std::vector<CUevent> timing_ ABSL_GUARDED_BY(mu_);
+  std::mutex mu_;
+  std::vector<CUevent> plain_;
+  std::vector<CUevent> timing_;
 };
 
 // An event borrowed from an EventPool.

@@ -3,7 +3,6 @@
 #include <cstring>
 #include <thread>
 
-#include "absl/cleanup/cleanup.h"
 #include "absl/container/inlined_vector.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -18,6 +17,8 @@ namespace {
 
 int64_t NowNs() { return absl::GetCurrentTimeNanos(); }
 
+bool TraceOn() { return LogEnabled(VYRE_LOG_TRACE); }
+
 }  // namespace
 
 PendingDispatch::PendingDispatch(std::shared_ptr<Program> program, bool synchronous)
@@ -27,7 +28,7 @@ PendingDispatch::PendingDispatch(std::shared_ptr<Program> program, bool synchron
 
 PendingDispatch::~PendingDispatch() {
   {
-    absl::MutexLock lock(&mu_);
+    auto lock = Lock();
     ReleaseResources();
   }
   if (!synchronous_) context().telemetry().live_pendings.Sub(1);
@@ -52,8 +53,9 @@ void PendingDispatch::ReleaseResources() {
 }
 
 absl::Status PendingDispatch::Enqueue(const vyre_dispatch_desc& desc, const char* what) {
-  absl::MutexLock lock(&mu_);
-  started_ns_ = NowNs();
+  auto lock = Lock();
+  host_timing_ = host_timing_ || TraceOn();
+  if (host_timing_) started_ns_ = NowNs();
   VYRE_RETURN_IF_ERROR(BuildDispatchPlan(*program_, desc, what, &plan_));
   absl::Status status = EnqueueLocked(what);
   if (!status.ok()) {
@@ -61,7 +63,7 @@ absl::Status PendingDispatch::Enqueue(const vyre_dispatch_desc& desc, const char
     return status;
   }
   state_ = State::kInFlight;
-  timing_.enqueue_ns = static_cast<uint64_t>(NowNs() - started_ns_);
+  if (host_timing_) timing_.enqueue_ns = static_cast<uint64_t>(NowNs() - started_ns_);
   context().telemetry().dispatches.Add();
   return absl::OkStatus();
 }
@@ -76,11 +78,8 @@ absl::Status PendingDispatch::EnqueueLocked(const char* what) {
                              plan_.param_bytes <= Program::kParamCacheBytes &&
                              plan_.h2d_prefix_bytes == *CheckedAlignUp(plan_.param_bytes,
                                                                        kSlabAlignment);
-  absl::Mutex* held = cached_params ? &cache.mu : nullptr;
-  if (held) held->Lock();
-  auto unlock = absl::MakeCleanup([held] {
-    if (held) held->Unlock();
-  });
+  std::unique_lock<std::mutex> param_lock;
+  if (cached_params) param_lock = std::unique_lock<std::mutex>(cache.mu);
   if (plan_.device_slab_bytes > (cached_params ? plan_.h2d_prefix_bytes : 0)) {
     VYRE_ASSIGN_OR_RETURN(device_slab_, ctx.device_pool().Acquire(plan_.device_slab_bytes, what));
   }
@@ -104,7 +103,7 @@ absl::Status PendingDispatch::EnqueueLocked(const char* what) {
   driver::ScopedContext bind(ctx.cu());
   VYRE_RETURN_IF_ERROR(bind.status(what));
   CUstream stream = ctx.stream();
-  bool timed = (plan_.flags & VYRE_DISPATCH_FLAG_DEVICE_TIMING) || LogEnabled(VYRE_LOG_TRACE);
+  bool timed = (plan_.flags & VYRE_DISPATCH_FLAG_DEVICE_TIMING) || TraceOn();
   if (timed) {
     VYRE_RETURN_IF_ERROR(start_.Acquire(&ctx.events(), /*timing=*/true));
     VYRE_RETURN_IF_ERROR(end_.Acquire(&ctx.events(), /*timing=*/true));
@@ -266,7 +265,7 @@ absl::Status PendingDispatch::EnqueueReadbacks(bool include_direct, const char* 
 }
 
 absl::Status PendingDispatch::Poll(const char* what) {
-  absl::MutexLock lock(&mu_);
+  auto lock = Lock();
   if (state_ == State::kWaited || !device_work_pending_) return absl::OkStatus();
   driver::ScopedContext bind(context().cu());
   VYRE_RETURN_IF_ERROR(bind.status(what));
@@ -315,7 +314,7 @@ absl::Status PendingDispatch::AwaitDevice(uint64_t timeout_ns, const char* what)
 }
 
 absl::Status PendingDispatch::Wait(uint64_t timeout_ns, const char* what) {
-  absl::MutexLock lock(&mu_);
+  auto lock = Lock();
   if (state_ == State::kWaited) {
     return Errorf(VYRE_STATUS_INVALID_STATE,
                   "%s: this dispatch was already waited on. Fix: wait on a pending dispatch "
@@ -329,17 +328,19 @@ absl::Status PendingDispatch::Wait(uint64_t timeout_ns, const char* what) {
                   "vyre_dispatch_async.",
                   what);
   }
-  int64_t wait_start = NowNs();
+  const int64_t wait_start = host_timing_ ? NowNs() : 0;
   driver::ScopedContext bind(context().cu());
   VYRE_RETURN_IF_ERROR(bind.status(what));
   absl::Status status = AwaitDevice(timeout_ns, what);
   if (PublicCode(status) == VYRE_STATUS_TIMEOUT) return status;
   if (status.ok()) status = Finish(what);
-  int64_t end = NowNs();
-  timing_.wait_ns = static_cast<uint64_t>(end - wait_start);
-  timing_.wall_ns = static_cast<uint64_t>(end - started_ns_);
+  if (host_timing_) {
+    const int64_t end = NowNs();
+    timing_.wait_ns = static_cast<uint64_t>(end - wait_start);
+    timing_.wall_ns = static_cast<uint64_t>(end - started_ns_);
+  }
   state_ = State::kWaited;
-  if (LogEnabled(VYRE_LOG_TRACE)) {
+  if (TraceOn()) {
     Logf(VYRE_LOG_TRACE, "dispatch '%s': enqueue %.1f us, wait %.1f us, device %.1f us, wall %.1f us",
          program_->entry(), timing_.enqueue_ns / 1e3, timing_.wait_ns / 1e3,
          timing_.device_ns / 1e3, timing_.wall_ns / 1e3);
@@ -389,7 +390,7 @@ absl::Status PendingDispatch::Finish(const char* what) {
 }
 
 absl::StatusOr<vyre_timing> PendingDispatch::Timing(const char* what) {
-  absl::MutexLock lock(&mu_);
+  auto lock = Lock();
   if (state_ != State::kWaited) {
     return Errorf(VYRE_STATUS_INVALID_STATE,
                   "%s: timing is known only after the dispatch is waited on. Fix: call "
@@ -400,7 +401,7 @@ absl::StatusOr<vyre_timing> PendingDispatch::Timing(const char* what) {
 }
 
 void PendingDispatch::Abandon() {
-  absl::MutexLock lock(&mu_);
+  auto lock = Lock();
   ReleaseResources();
 }
 

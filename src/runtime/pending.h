@@ -8,10 +8,9 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "runtime/device_pools.h"
 #include "runtime/dispatch_plan.h"
 #include "runtime/program.h"
@@ -24,6 +23,9 @@ class PendingDispatch {
   // `synchronous`: the caller waits right away, so completion is a stream
   // synchronise (no event) and large read-backs are issued at enqueue.
   PendingDispatch(std::shared_ptr<Program> program, bool synchronous);
+  // Host clocks are read only when someone can ask for the timing (async
+  // handles, a synchronous caller passing out_timing, or trace logging).
+  void set_host_timing(bool wanted) { host_timing_ = wanted; }
   ~PendingDispatch();
   PendingDispatch(const PendingDispatch&) = delete;
   PendingDispatch& operator=(const PendingDispatch&) = delete;
@@ -44,35 +46,40 @@ class PendingDispatch {
  private:
   enum class State { kIdle, kInFlight, kWaited };
 
-  absl::Status EnqueueLocked(const char* what) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Status Launch(const char* what) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Status UseParamCache(Program::ParamCache& cache, const char* what)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_, cache.mu);
-  absl::Status EnqueueReadbacks(bool include_direct, const char* what)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Status AwaitDevice(uint64_t timeout_ns, const char* what)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Status Finish(const char* what) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::unique_lock<std::mutex> Lock() {
+    return synchronous_ ? std::unique_lock<std::mutex>() : std::unique_lock<std::mutex>(mu_);
+  }
+
+  absl::Status EnqueueLocked(const char* what);
+  absl::Status Launch(const char* what);
+  absl::Status UseParamCache(Program::ParamCache& cache, const char* what);
+  absl::Status EnqueueReadbacks(bool include_direct, const char* what);
+  absl::Status AwaitDevice(uint64_t timeout_ns, const char* what);
+  absl::Status Finish(const char* what);
   // Drains the stream if work was enqueued and not yet seen complete, then
   // drops every resource. Never fails: used on error and destruction paths.
-  void ReleaseResources() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ReleaseResources();
 
   const std::shared_ptr<Program> program_;
   const bool synchronous_;
+  bool host_timing_ = true;
   uint64_t handle_ = 0;
 
-  absl::Mutex mu_;
-  State state_ ABSL_GUARDED_BY(mu_) = State::kIdle;
-  bool device_work_pending_ ABSL_GUARDED_BY(mu_) = false;
-  DispatchPlan plan_ ABSL_GUARDED_BY(mu_);
-  PoolBlock device_slab_ ABSL_GUARDED_BY(mu_);
-  PoolBlock pinned_slab_ ABSL_GUARDED_BY(mu_);
-  PooledEvent done_ ABSL_GUARDED_BY(mu_);
-  PooledEvent start_ ABSL_GUARDED_BY(mu_);
-  PooledEvent end_ ABSL_GUARDED_BY(mu_);
-  CUdeviceptr param_pointer_ ABSL_GUARDED_BY(mu_) = 0;
-  vyre_timing timing_ ABSL_GUARDED_BY(mu_){};
-  int64_t started_ns_ ABSL_GUARDED_BY(mu_) = 0;
+  // Guards the state below for async pendings, which any thread may poll or
+  // wait on. The synchronous one lives on one caller's stack and takes no
+  // lock (see Lock()).
+  std::mutex mu_;
+  State state_ = State::kIdle;
+  bool device_work_pending_ = false;
+  DispatchPlan plan_;
+  PoolBlock device_slab_;
+  PoolBlock pinned_slab_;
+  PooledEvent done_;
+  PooledEvent start_;
+  PooledEvent end_;
+  CUdeviceptr param_pointer_ = 0;
+  vyre_timing timing_{};
+  int64_t started_ns_ = 0;
 };
 
 }  // namespace vyre

@@ -303,7 +303,7 @@ absl::StatusOr<std::shared_ptr<Program>> Program::Create(std::shared_ptr<Context
 
 Program::~Program() {
   if (counted_) context_->telemetry().live_programs.Sub(1);
-  absl::MutexLock lock(&param_cache_.mu);
+  std::lock_guard lock(param_cache_.mu);
   if (param_cache_.device != 0) {
     driver::ScopedContext bind(context_->cu(), driver::ScopedContext::Purpose::kRelease);
     FreeDeviceBytes(param_cache_.device, kParamCacheBytes, &context_->telemetry());

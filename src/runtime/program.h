@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
+#include <mutex>
 #include "runtime/context.h"
 #include "runtime/module_cache.h"
 #include "vyre_cuda.h"
@@ -58,10 +58,10 @@ class Program {
   // still read the old words; holding `mu` from the comparison through the
   // launch keeps another thread's rewrite from slipping in between.
   struct ParamCache {
-    absl::Mutex mu;
-    CUdeviceptr device ABSL_GUARDED_BY(mu) = 0;
-    std::string words ABSL_GUARDED_BY(mu);
-    bool valid ABSL_GUARDED_BY(mu) = false;
+    std::mutex mu;  // guards the fields below
+    CUdeviceptr device = 0;
+    std::string words;
+    bool valid = false;
   };
   static constexpr uint64_t kParamCacheBytes = 4096;
   ParamCache& param_cache() const { return param_cache_; }
