@@ -114,30 +114,47 @@ double Quantile(const std::vector<double>& sorted, double q) {
   return sorted[below] + (sorted[above] - sorted[below]) * fraction;
 }
 
-Stats Measure(const std::function<void()>& iteration, double target_seconds) {
-  for (int i = 0; i < kWarmupIterations; ++i) iteration();
-  // Calibrate the repetition count on a few warm iterations.
-  const Clock::time_point calibration_start = Clock::now();
-  constexpr int kCalibrationIterations = 5;
-  for (int i = 0; i < kCalibrationIterations; ++i) iteration();
-  const double per_iteration_us =
-      std::max(MicrosecondsSince(calibration_start) / kCalibrationIterations, 0.01);
-  const size_t repetitions = std::clamp(
-      static_cast<size_t>(target_seconds * 1e6 / per_iteration_us), kMinRepetitions,
-      kMaxRepetitions);
-
-  std::vector<double> samples(repetitions);
-  for (size_t i = 0; i < repetitions; ++i) {
-    const Clock::time_point start = Clock::now();
-    iteration();
-    samples[i] = MicrosecondsSince(start);
-  }
+Stats Summarise(std::vector<double> samples) {
   std::sort(samples.begin(), samples.end());
   Stats stats;
   stats.median_us = Quantile(samples, 0.5);
   stats.p10_us = Quantile(samples, 0.1);
   stats.p90_us = Quantile(samples, 0.9);
-  stats.repetitions = repetitions;
+  stats.repetitions = samples.size();
+  return stats;
+}
+
+// Times several cases in alternating blocks, so that clock ramps, other
+// tenants of the host and thermal drift fall on every case alike instead of
+// on whichever happened to run first.
+std::vector<Stats> MeasureInterleaved(const std::vector<std::function<void()>>& cases,
+                                      double target_seconds) {
+  constexpr size_t kRounds = 8;
+  std::vector<size_t> repetitions(cases.size());
+  for (size_t c = 0; c < cases.size(); ++c) {
+    for (int i = 0; i < kWarmupIterations; ++i) cases[c]();
+    // Calibrate the repetition count on a few warm iterations.
+    const Clock::time_point calibration_start = Clock::now();
+    constexpr int kCalibrationIterations = 5;
+    for (int i = 0; i < kCalibrationIterations; ++i) cases[c]();
+    const double per_iteration_us =
+        std::max(MicrosecondsSince(calibration_start) / kCalibrationIterations, 0.01);
+    repetitions[c] = std::clamp(static_cast<size_t>(target_seconds * 1e6 / per_iteration_us),
+                                kMinRepetitions, kMaxRepetitions);
+  }
+  std::vector<std::vector<double>> samples(cases.size());
+  for (size_t round = 0; round < kRounds; ++round) {
+    for (size_t c = 0; c < cases.size(); ++c) {
+      const size_t block = std::max<size_t>(1, repetitions[c] / kRounds);
+      for (size_t i = 0; i < block; ++i) {
+        const Clock::time_point start = Clock::now();
+        cases[c]();
+        samples[c].push_back(MicrosecondsSince(start));
+      }
+    }
+  }
+  std::vector<Stats> stats;
+  for (std::vector<double>& case_samples : samples) stats.push_back(Summarise(std::move(case_samples)));
   return stats;
 }
 
@@ -516,11 +533,14 @@ int main(int argc, char** argv) {
       Verify(raw.DownloadOutput(), data, "raw memset+launch+sync " + size);
 
       const vyre_telemetry before = Telemetry(context);
-      const Stats vyre_stats = Measure(
-          [&] { VYRE_CHECK(vyre_dispatch(add_output, &resident_desc, nullptr)); }, target_seconds);
-      work.push_back(PerDispatch("resident OUTPUT", size, before, Telemetry(context)));
       raw.MakeCurrent();
-      const Stats raw_stats = Measure([&] { raw.ResidentMemsetLaunchSync(); }, target_seconds);
+      const std::vector<Stats> stats = MeasureInterleaved(
+          {[&] { VYRE_CHECK(vyre_dispatch(add_output, &resident_desc, nullptr)); },
+           [&] { raw.ResidentMemsetLaunchSync(); }},
+          target_seconds);
+      const Stats& vyre_stats = stats[0];
+      const Stats& raw_stats = stats[1];
+      work.push_back(PerDispatch("resident OUTPUT", size, before, Telemetry(context)));
       rows.push_back({"resident OUTPUT", size, vyre_stats, "memset+launch+sync", raw_stats,
                       device_floor_us});
     }
@@ -536,11 +556,14 @@ int main(int argc, char** argv) {
       Verify(raw.DownloadOutput(), data, "raw launch+sync " + size);
 
       const vyre_telemetry before = Telemetry(context);
-      const Stats vyre_stats = Measure(
-          [&] { VYRE_CHECK(vyre_dispatch(add_in_out, &resident_desc, nullptr)); }, target_seconds);
-      work.push_back(PerDispatch("resident INPUT_OUTPUT", size, before, Telemetry(context)));
       raw.MakeCurrent();
-      const Stats raw_stats = Measure([&] { raw.ResidentLaunchSync(); }, target_seconds);
+      const std::vector<Stats> stats = MeasureInterleaved(
+          {[&] { VYRE_CHECK(vyre_dispatch(add_in_out, &resident_desc, nullptr)); },
+           [&] { raw.ResidentLaunchSync(); }},
+          target_seconds);
+      const Stats& vyre_stats = stats[0];
+      const Stats& raw_stats = stats[1];
+      work.push_back(PerDispatch("resident INPUT_OUTPUT", size, before, Telemetry(context)));
       rows.push_back({"resident INPUT_OUTPUT", size, vyre_stats, "launch+sync", raw_stats,
                       device_floor_us});
     }
@@ -570,14 +593,16 @@ int main(int argc, char** argv) {
       Verify(result, data, "raw pageable " + size);
 
       const vyre_telemetry before = Telemetry(context);
-      const Stats vyre_stats = Measure(
-          [&] { VYRE_CHECK(vyre_dispatch(add_output, &host_desc, nullptr)); }, target_seconds);
-      work.push_back(PerDispatch("host", size, before, Telemetry(context)));
       raw.MakeCurrent();
-      const Stats staged_stats =
-          Measure([&] { raw.StagedHostRoundTrip(result.data()); }, target_seconds);
-      const Stats pageable_stats =
-          Measure([&] { raw.PageableHostRoundTrip(result.data()); }, target_seconds);
+      const std::vector<Stats> stats = MeasureInterleaved(
+          {[&] { VYRE_CHECK(vyre_dispatch(add_output, &host_desc, nullptr)); },
+           [&] { raw.StagedHostRoundTrip(result.data()); },
+           [&] { raw.PageableHostRoundTrip(result.data()); }},
+          target_seconds);
+      const Stats& vyre_stats = stats[0];
+      const Stats& staged_stats = stats[1];
+      const Stats& pageable_stats = stats[2];
+      work.push_back(PerDispatch("host", size, before, Telemetry(context)));
       rows.push_back({"host", size, vyre_stats, "staged (pinned, reused)", staged_stats,
                       host_floor_us});
       rows.push_back({"host", size, vyre_stats, "pageable", pageable_stats, host_floor_us});

@@ -26,7 +26,7 @@ if [ "$sanitize" = 1 ]; then
   for t in build/gpu/tests/gpu/*_test; do
     [ -x "$t" ] || continue
     echo "== compute-sanitizer $(basename "$t")"
-    compute-sanitizer --tool memcheck --error-exitcode 9 "$t" --gtest_brief=1 \
+    compute-sanitizer --tool memcheck --report-api-errors no --leak-check full --error-exitcode 9 "$t" --gtest_brief=1 \
       --gtest_filter='-*Large*:*2p26*' >> "$out/sanitizer.log" 2>&1
     echo "exit $?" | tee -a "$out/sanitizer.log"
   done
