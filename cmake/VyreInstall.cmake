@@ -16,5 +16,7 @@ write_basic_package_version_file(${CMAKE_CURRENT_BINARY_DIR}/vyre_cudaConfigVers
 install(FILES ${CMAKE_CURRENT_BINARY_DIR}/vyre_cudaConfig.cmake
               ${CMAKE_CURRENT_BINARY_DIR}/vyre_cudaConfigVersion.cmake
         DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/vyre_cuda)
+file(RELATIVE_PATH VYRE_PC_PREFIX_FROM_PCDIR
+     ${CMAKE_INSTALL_FULL_LIBDIR}/pkgconfig ${CMAKE_INSTALL_PREFIX})
 configure_file(${PROJECT_SOURCE_DIR}/cmake/vyre_cuda.pc.in ${CMAKE_CURRENT_BINARY_DIR}/vyre_cuda.pc @ONLY)
 install(FILES ${CMAKE_CURRENT_BINARY_DIR}/vyre_cuda.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)

@@ -45,17 +45,18 @@ LoadedNvrtc& Loaded() {
 absl::Status Load(LoadedNvrtc& n) {
   std::vector<std::string> candidates;
   if (const char* path = std::getenv("VYRE_CUDA_NVRTC_LIBRARY"); path && *path) {
-    candidates.push_back(path);
-  }
-  for (const char* name : {"libnvrtc.so", "libnvrtc.so.13", "libnvrtc.so.12"}) {
-    candidates.push_back(name);
-  }
-  for (const char* env : {"CUDA_HOME", "CUDA_PATH"}) {
-    if (const char* root = std::getenv(env); root && *root) {
-      candidates.push_back(absl::StrCat(root, "/lib64/libnvrtc.so"));
+    candidates.push_back(path);  // an explicit choice replaces the search
+  } else {
+    for (const char* name : {"libnvrtc.so", "libnvrtc.so.13", "libnvrtc.so.12"}) {
+      candidates.push_back(name);
     }
+    for (const char* env : {"CUDA_HOME", "CUDA_PATH"}) {
+      if (const char* root = std::getenv(env); root && *root) {
+        candidates.push_back(absl::StrCat(root, "/lib64/libnvrtc.so"));
+      }
+    }
+    candidates.push_back("/usr/local/cuda/lib64/libnvrtc.so");
   }
-  candidates.push_back("/usr/local/cuda/lib64/libnvrtc.so");
   void* library = nullptr;
   for (const std::string& candidate : candidates) {
     library = dlopen(candidate.c_str(), RTLD_NOW | RTLD_LOCAL);

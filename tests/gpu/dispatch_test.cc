@@ -13,8 +13,8 @@ namespace vyre_test {
 namespace {
 
 std::vector<vyre_binding_decl> AddDecls() {
-  return {BindingDecl(VYRE_ROLE_INPUT, "a"), BindingDecl(VYRE_ROLE_INPUT, "b"),
-          BindingDecl(VYRE_ROLE_OUTPUT, "out")};
+  return {Decl(VYRE_ROLE_INPUT, 4, "a"), Decl(VYRE_ROLE_INPUT, 4, "b"),
+          Decl(VYRE_ROLE_OUTPUT, 4, "out")};
 }
 
 // Where each of the add kernel's three bindings lives.
@@ -56,19 +56,19 @@ TEST_P(VectorAddTest, EveryElementMatchesCpu) {
   BufferHandle a_buffer, b_buffer, out_buffer;
   std::vector<vyre_dispatch_binding> bindings;
   if (a_host) {
-    bindings.push_back(HostInput(a.data(), bytes));
+    bindings.push_back(HostIn(a.data(), bytes));
   } else {
     ASSERT_TRUE(CreateBufferWith(context(), a, &a_buffer));
     bindings.push_back(Resident(a_buffer.get()));
   }
   if (b_host) {
-    bindings.push_back(HostInput(b.data(), bytes));
+    bindings.push_back(HostIn(b.data(), bytes));
   } else {
     ASSERT_TRUE(CreateBufferWith(context(), b, &b_buffer));
     bindings.push_back(Resident(b_buffer.get()));
   }
   if (out_host) {
-    bindings.push_back(HostOutput(out.data(), bytes));
+    bindings.push_back(HostOut(out.data(), bytes));
   } else {
     ASSERT_TRUE(CreateBufferWith(context(), out, &out_buffer));  // poisoned
     bindings.push_back(Resident(out_buffer.get()));
@@ -104,14 +104,14 @@ TEST_F(DispatchTest, ResidentOutputIsZeroedBeforeLaunch) {
   const size_t n = 4099;
   ProgramHandle program;
   ASSERT_TRUE(CreateTestProgram(context(), "vyre_test_write_even_u32",
-                                {BindingDecl(VYRE_ROLE_INPUT, "in"),
-                                 BindingDecl(VYRE_ROLE_OUTPUT, "out")},
+                                {Decl(VYRE_ROLE_INPUT, 4, "in"),
+                                 Decl(VYRE_ROLE_OUTPUT, 4, "out")},
                                 128, &program));
   const std::vector<uint32_t> input = rng().NonZeroU32(n);
   BufferHandle out_buffer;
   ASSERT_TRUE(CreateBufferWith(context(), std::vector<uint32_t>(n, kPoisonU32), &out_buffer));
 
-  const std::vector<vyre_dispatch_binding> bindings = {HostInput(input.data(), ByteSize(input)),
+  const std::vector<vyre_dispatch_binding> bindings = {HostIn(input.data(), ByteSize(input)),
                                                        Resident(out_buffer.get())};
   const std::vector<uint32_t> params = {static_cast<uint32_t>(n)};
   const vyre_dispatch_desc desc = DispatchDesc(bindings, params);
@@ -127,14 +127,14 @@ TEST_F(DispatchTest, HostOutputIsZeroedBeforeLaunch) {
   const size_t n = 4099;
   ProgramHandle program;
   ASSERT_TRUE(CreateTestProgram(context(), "vyre_test_write_even_u32",
-                                {BindingDecl(VYRE_ROLE_INPUT, "in"),
-                                 BindingDecl(VYRE_ROLE_OUTPUT, "out")},
+                                {Decl(VYRE_ROLE_INPUT, 4, "in"),
+                                 Decl(VYRE_ROLE_OUTPUT, 4, "out")},
                                 128, &program));
   const std::vector<uint32_t> input = rng().NonZeroU32(n);
   std::vector<uint32_t> out(n, kPoisonU32);
 
-  const std::vector<vyre_dispatch_binding> bindings = {HostInput(input.data(), ByteSize(input)),
-                                                       HostOutput(out.data(), ByteSize(out))};
+  const std::vector<vyre_dispatch_binding> bindings = {HostIn(input.data(), ByteSize(input)),
+                                                       HostOut(out.data(), ByteSize(out))};
   const std::vector<uint32_t> params = {static_cast<uint32_t>(n)};
   const vyre_dispatch_desc desc = DispatchDesc(bindings, params);
   ASSERT_VYRE_OK(vyre_dispatch(program.get(), &desc, nullptr));
@@ -149,8 +149,8 @@ TEST_F(DispatchTest, ResidentOutputZeroingStaysInsideTheBoundRange) {
   const size_t before = 16, after = 48;  // elements outside the bound range
   ProgramHandle program;
   ASSERT_TRUE(CreateTestProgram(context(), "vyre_test_write_even_u32",
-                                {BindingDecl(VYRE_ROLE_INPUT, "in"),
-                                 BindingDecl(VYRE_ROLE_OUTPUT, "out")},
+                                {Decl(VYRE_ROLE_INPUT, 4, "in"),
+                                 Decl(VYRE_ROLE_OUTPUT, 4, "out")},
                                 128, &program));
   const std::vector<uint32_t> input = rng().NonZeroU32(n);
   const std::vector<uint32_t> initial = rng().NonZeroU32(before + n + after);
@@ -158,7 +158,7 @@ TEST_F(DispatchTest, ResidentOutputZeroingStaysInsideTheBoundRange) {
   ASSERT_TRUE(CreateBufferWith(context(), initial, &out_buffer));
 
   const std::vector<vyre_dispatch_binding> bindings = {
-      HostInput(input.data(), ByteSize(input)),
+      HostIn(input.data(), ByteSize(input)),
       Resident(out_buffer.get(), before * sizeof(uint32_t), n * sizeof(uint32_t))};
   const std::vector<uint32_t> params = {static_cast<uint32_t>(n)};
   const vyre_dispatch_desc desc = DispatchDesc(bindings, params);
@@ -180,7 +180,7 @@ TEST_F(DispatchTest, ResidentInputOutputIsNotZeroed) {
   const size_t n = 100003;
   ProgramHandle program;
   ASSERT_TRUE(CreateTestProgram(context(), "vyre_test_inc_u32",
-                                {BindingDecl(VYRE_ROLE_INPUT_OUTPUT, "data")}, 256, &program));
+                                {Decl(VYRE_ROLE_INPUT_OUTPUT, 4, "data")}, 256, &program));
   const std::vector<uint32_t> initial = rng().NonZeroU32(n);
   BufferHandle buffer;
   ASSERT_TRUE(CreateBufferWith(context(), initial, &buffer));
@@ -199,11 +199,11 @@ TEST_F(DispatchTest, HostInputOutputIsNotZeroed) {
   const size_t n = 100003;
   ProgramHandle program;
   ASSERT_TRUE(CreateTestProgram(context(), "vyre_test_inc_u32",
-                                {BindingDecl(VYRE_ROLE_INPUT_OUTPUT, "data")}, 256, &program));
+                                {Decl(VYRE_ROLE_INPUT_OUTPUT, 4, "data")}, 256, &program));
   const std::vector<uint32_t> initial = rng().NonZeroU32(n);
   std::vector<uint32_t> data = initial;
 
-  const std::vector<vyre_dispatch_binding> bindings = {HostInputOutput(data.data(), ByteSize(data))};
+  const std::vector<vyre_dispatch_binding> bindings = {HostInOut(data.data(), ByteSize(data))};
   const std::vector<uint32_t> params = {static_cast<uint32_t>(n)};
   const vyre_dispatch_desc desc = DispatchDesc(bindings, params);
   ASSERT_VYRE_OK(vyre_dispatch(program.get(), &desc, nullptr));
@@ -216,11 +216,11 @@ TEST_F(DispatchTest, HostInputOutputWithSeparateArrays) {
   const size_t n = 777;
   ProgramHandle program;
   ASSERT_TRUE(CreateTestProgram(context(), "vyre_test_inc_u32",
-                                {BindingDecl(VYRE_ROLE_INPUT_OUTPUT, "data")}, 256, &program));
+                                {Decl(VYRE_ROLE_INPUT_OUTPUT, 4, "data")}, 256, &program));
   const std::vector<uint32_t> input = rng().NonZeroU32(n);
   std::vector<uint32_t> output(n, kPoisonU32);
 
-  vyre_dispatch_binding binding = HostInputOutput(nullptr, ByteSize(input));
+  vyre_dispatch_binding binding = HostInOut(nullptr, ByteSize(input));
   binding.host_input = input.data();
   binding.host_output = output.data();
   const std::vector<vyre_dispatch_binding> bindings = {binding};
@@ -236,7 +236,7 @@ TEST_F(DispatchTest, FixpointIterationsRunInOrder) {
   const uint32_t kIterations = 7;
   ProgramHandle program;
   ASSERT_TRUE(CreateTestProgram(context(), "vyre_test_inc_u32",
-                                {BindingDecl(VYRE_ROLE_INPUT_OUTPUT, "data")}, 256, &program));
+                                {Decl(VYRE_ROLE_INPUT_OUTPUT, 4, "data")}, 256, &program));
   const std::vector<uint32_t> initial = rng().NonZeroU32(n);
   const std::vector<uint32_t> params = {static_cast<uint32_t>(n)};
 
@@ -257,7 +257,7 @@ TEST_F(DispatchTest, FixpointIterationsRunInOrder) {
 
   // Host.
   std::vector<uint32_t> data = initial;
-  const std::vector<vyre_dispatch_binding> host = {HostInputOutput(data.data(), ByteSize(data))};
+  const std::vector<vyre_dispatch_binding> host = {HostInOut(data.data(), ByteSize(data))};
   desc = DispatchDesc(host, params);
   desc.fixpoint_iterations = kIterations;
   ASSERT_VYRE_OK(vyre_dispatch(program.get(), &desc, nullptr));
@@ -283,9 +283,9 @@ TEST_F(DispatchTest, HostOutputReadBackRangeOnly) {
   const std::vector<uint32_t> a = rng().NonZeroU32(n);
   const std::vector<uint32_t> b = rng().NonZeroU32(n);
   std::vector<uint32_t> out(n, kPoisonU32);
-  const std::vector<vyre_dispatch_binding> bindings = {HostInput(a.data(), ByteSize(a)),
-                                                       HostInput(b.data(), ByteSize(b)),
-                                                       HostOutput(out.data(), ByteSize(out))};
+  const std::vector<vyre_dispatch_binding> bindings = {HostIn(a.data(), ByteSize(a)),
+                                                       HostIn(b.data(), ByteSize(b)),
+                                                       HostOut(out.data(), ByteSize(out))};
   const std::vector<uint32_t> params = {static_cast<uint32_t>(n)};
   const vyre_dispatch_desc desc = DispatchDesc(bindings, params);
   const vyre_telemetry before = Telemetry(context());
@@ -334,8 +334,8 @@ TEST_P(OutputOffsetWithZeroLengthTest, ReadBackStaysInsideTheBinding) {
   const std::vector<uint32_t> b = rng().NonZeroU32(n);
   std::vector<uint32_t> out(n + guard_elements, kPoisonU32);
   const std::vector<vyre_dispatch_binding> bindings = {
-      HostInput(a.data(), ByteSize(a)), HostInput(b.data(), ByteSize(b)),
-      HostOutput(out.data(), n * sizeof(uint32_t))};
+      HostIn(a.data(), ByteSize(a)), HostIn(b.data(), ByteSize(b)),
+      HostOut(out.data(), n * sizeof(uint32_t))};
   const std::vector<uint32_t> params = {static_cast<uint32_t>(n)};
   const vyre_dispatch_desc dispatch = DispatchDesc(bindings, params);
   const vyre_status status = vyre_dispatch(program.get(), &dispatch, nullptr);
@@ -367,8 +367,8 @@ class SaxpyTest : public GpuTest {
  protected:
   void CreateSaxpyProgram(ProgramHandle* program) {
     const std::vector<vyre_binding_decl> decls = {
-        BindingDecl(VYRE_ROLE_INPUT, "x", sizeof(float)),
-        BindingDecl(VYRE_ROLE_INPUT_OUTPUT, "y", sizeof(float))};
+        Decl(VYRE_ROLE_INPUT, sizeof(float), "x"),
+        Decl(VYRE_ROLE_INPUT_OUTPUT, sizeof(float), "y")};
     const vyre_kernel_param params[] = {{VYRE_PARAM_SCALAR32, 0},
                                         {VYRE_PARAM_BINDING, 0},
                                         {VYRE_PARAM_BINDING, 1},
@@ -423,8 +423,8 @@ TEST_F(SaxpyTest, HostBindingsMatchCpu) {
   const std::vector<float> y_before = rng().UniformF32(n, 0.25f, 8.0f);
   std::vector<float> y = y_before;
 
-  const std::vector<vyre_dispatch_binding> bindings = {HostInput(x.data(), ByteSize(x)),
-                                                       HostInputOutput(y.data(), ByteSize(y))};
+  const std::vector<vyre_dispatch_binding> bindings = {HostIn(x.data(), ByteSize(x)),
+                                                       HostInOut(y.data(), ByteSize(y))};
   const std::vector<uint64_t> scalars = {FloatBits(a), static_cast<uint64_t>(n)};
   vyre_dispatch_desc desc = DispatchDesc(bindings, {});
   desc.scalars = scalars.data();
@@ -471,9 +471,9 @@ TEST_F(DispatchTest, DeviceTimingIsReportedWhenAsked) {
   const std::vector<uint32_t> a = rng().NonZeroU32(n);
   const std::vector<uint32_t> b = rng().NonZeroU32(n);
   std::vector<uint32_t> out(n, kPoisonU32);
-  const std::vector<vyre_dispatch_binding> bindings = {HostInput(a.data(), ByteSize(a)),
-                                                       HostInput(b.data(), ByteSize(b)),
-                                                       HostOutput(out.data(), ByteSize(out))};
+  const std::vector<vyre_dispatch_binding> bindings = {HostIn(a.data(), ByteSize(a)),
+                                                       HostIn(b.data(), ByteSize(b)),
+                                                       HostOut(out.data(), ByteSize(out))};
   const std::vector<uint32_t> params = {static_cast<uint32_t>(n)};
   vyre_dispatch_desc desc = DispatchDesc(bindings, params);
   desc.flags = VYRE_DISPATCH_FLAG_DEVICE_TIMING;

@@ -97,48 +97,6 @@ std::vector<float> RandomSource::UniformF32(size_t count, float low, float high)
 
 // --- Descriptors ------------------------------------------------------------
 
-vyre_binding_decl BindingDecl(vyre_binding_role role, const char* name, uint32_t element_size) {
-  vyre_binding_decl decl = VYRE_BINDING_DECL_INIT;
-  decl.role = role;
-  decl.name = name;
-  decl.element_size = element_size;
-  return decl;
-}
-
-vyre_dispatch_binding HostInput(const void* data, uint64_t bytes) {
-  vyre_dispatch_binding binding = VYRE_DISPATCH_BINDING_INIT;
-  binding.source = VYRE_SOURCE_HOST;
-  binding.host_input = data;
-  binding.host_bytes = bytes;
-  return binding;
-}
-
-vyre_dispatch_binding HostOutput(void* data, uint64_t bytes) {
-  vyre_dispatch_binding binding = VYRE_DISPATCH_BINDING_INIT;
-  binding.source = VYRE_SOURCE_HOST;
-  binding.host_output = data;
-  binding.host_bytes = bytes;
-  return binding;
-}
-
-vyre_dispatch_binding HostInputOutput(void* data, uint64_t bytes) {
-  vyre_dispatch_binding binding = VYRE_DISPATCH_BINDING_INIT;
-  binding.source = VYRE_SOURCE_HOST;
-  binding.host_input = data;
-  binding.host_output = data;
-  binding.host_bytes = bytes;
-  return binding;
-}
-
-vyre_dispatch_binding Resident(vyre_buffer buffer, uint64_t offset, uint64_t length) {
-  vyre_dispatch_binding binding = VYRE_DISPATCH_BINDING_INIT;
-  binding.source = VYRE_SOURCE_RESIDENT;
-  binding.buffer = buffer;
-  binding.offset = offset;
-  binding.length = length;
-  return binding;
-}
-
 vyre_dispatch_desc DispatchDesc(const std::vector<vyre_dispatch_binding>& bindings,
                                 const std::vector<uint32_t>& params) {
   vyre_dispatch_desc desc = VYRE_DISPATCH_DESC_INIT;

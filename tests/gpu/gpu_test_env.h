@@ -23,6 +23,7 @@
 #include <utility>
 #include <vector>
 
+#include "descriptors.h"
 #include "vyre_cuda.h"
 
 // PTX of tests/gpu/kernels.cu (NUL-terminated), embedded by vyre_embed_ptx.
@@ -143,20 +144,8 @@ class RandomSource {
 // Descriptors
 // ---------------------------------------------------------------------------
 
-vyre_binding_decl BindingDecl(vyre_binding_role role, const char* name,
-                              uint32_t element_size = sizeof(uint32_t));
-
-vyre_dispatch_binding HostInput(const void* data, uint64_t bytes);
-vyre_dispatch_binding HostOutput(void* data, uint64_t bytes);
-// host_input and host_output both point at `data`.
-vyre_dispatch_binding HostInputOutput(void* data, uint64_t bytes);
-// length 0 binds from offset to the end of the buffer.
-vyre_dispatch_binding Resident(vyre_buffer buffer, uint64_t offset = 0, uint64_t length = 0);
-
-template <typename T>
-uint64_t ByteSize(const std::vector<T>& values) {
-  return static_cast<uint64_t>(values.size()) * sizeof(T);
-}
+// Decl, HostIn, HostOut, HostInOut, Resident and ByteSize: descriptors.h
+// (tests/support, shared with the CPU suites).
 
 // A dispatch over `bindings` with u32 parameter words `params`. The desc
 // points into both vectors: keep them alive and unmoved while it is used.

@@ -13,16 +13,16 @@ class LimitsTest : public GpuTest {
   void ExpectVectorAddWorks(size_t n) {
     ProgramHandle add;
     ASSERT_TRUE(CreateTestProgram(context(), "vyre_test_add_u32",
-                                  {BindingDecl(VYRE_ROLE_INPUT, "a"),
-                                   BindingDecl(VYRE_ROLE_INPUT, "b"),
-                                   BindingDecl(VYRE_ROLE_OUTPUT, "out")},
+                                  {Decl(VYRE_ROLE_INPUT, 4, "a"),
+                                   Decl(VYRE_ROLE_INPUT, 4, "b"),
+                                   Decl(VYRE_ROLE_OUTPUT, 4, "out")},
                                   256, &add));
     const std::vector<uint32_t> a = rng().NonZeroU32(n);
     const std::vector<uint32_t> b = rng().NonZeroU32(n);
     BufferHandle out_buffer;
     ASSERT_TRUE(CreateBufferWith(context(), std::vector<uint32_t>(n, kPoisonU32), &out_buffer));
     const std::vector<vyre_dispatch_binding> bindings = {
-        HostInput(a.data(), ByteSize(a)), HostInput(b.data(), ByteSize(b)),
+        HostIn(a.data(), ByteSize(a)), HostIn(b.data(), ByteSize(b)),
         Resident(out_buffer.get())};
     const std::vector<uint32_t> params = {static_cast<uint32_t>(n)};
     const vyre_dispatch_desc desc = DispatchDesc(bindings, params);
@@ -65,9 +65,9 @@ class CooperativeTest : public LimitsTest {
       GTEST_SKIP() << device().name << " does not support cooperative launches";
     }
     ASSERT_TRUE(CreateTestProgram(context(), "vyre_test_grid_sync",
-                                  {BindingDecl(VYRE_ROLE_INPUT, "in"),
-                                   BindingDecl(VYRE_ROLE_OUTPUT, "scratch"),
-                                   BindingDecl(VYRE_ROLE_OUTPUT, "out")},
+                                  {Decl(VYRE_ROLE_INPUT, 4, "in"),
+                                   Decl(VYRE_ROLE_OUTPUT, 4, "scratch"),
+                                   Decl(VYRE_ROLE_OUTPUT, 4, "out")},
                                   kCooperativeBlock, &grid_sync_));
   }
 
@@ -84,8 +84,8 @@ TEST_F(CooperativeTest, ResidentGridSynchronises) {
   std::vector<uint32_t> scratch(n, kPoisonU32);
   std::vector<uint32_t> out(n, kPoisonU32);
   const std::vector<vyre_dispatch_binding> bindings = {
-      HostInput(input.data(), ByteSize(input)), HostOutput(scratch.data(), ByteSize(scratch)),
-      HostOutput(out.data(), ByteSize(out))};
+      HostIn(input.data(), ByteSize(input)), HostOut(scratch.data(), ByteSize(scratch)),
+      HostOut(out.data(), ByteSize(out))};
   const std::vector<uint32_t> params = {static_cast<uint32_t>(n)};
   vyre_dispatch_desc desc = DispatchDesc(bindings, params);
   desc.flags = VYRE_DISPATCH_FLAG_COOPERATIVE;

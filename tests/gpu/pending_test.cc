@@ -20,7 +20,7 @@ class PendingTest : public GpuTest {
     GpuTest::SetUp();
     if (IsSkipped() || HasFatalFailure()) return;
     ASSERT_TRUE(CreateTestProgram(context(), "vyre_test_spin",
-                                  {BindingDecl(VYRE_ROLE_INPUT_OUTPUT, "data")}, kSpinThreads,
+                                  {Decl(VYRE_ROLE_INPUT_OUTPUT, 4, "data")}, kSpinThreads,
                                   &spin_));
   }
 
@@ -94,7 +94,7 @@ TEST_P(PendingHostTest, InputsCopiedAtDispatchOutputsWrittenByWait) {
   const std::vector<uint32_t> initial = rng().NonZeroU32(n);
   std::vector<uint32_t> input = initial;
   std::vector<uint32_t> output(n, kPoisonU32);
-  vyre_dispatch_binding binding = HostInputOutput(nullptr, ByteSize(input));
+  vyre_dispatch_binding binding = HostInOut(nullptr, ByteSize(input));
   binding.host_input = input.data();
   binding.host_output = output.data();
   const std::vector<vyre_dispatch_binding> bindings = {binding};
@@ -123,7 +123,7 @@ INSTANTIATE_TEST_SUITE_P(StagedAndDirect, PendingHostTest,
 TEST_F(PendingTest, ReleaseWithoutWaitSkipsReadBack) {
   std::vector<uint32_t> initial = rng().NonZeroU32(kSpinThreads);
   std::vector<uint32_t> output(kSpinThreads, kPoisonU32);
-  vyre_dispatch_binding binding = HostInputOutput(nullptr, ByteSize(initial));
+  vyre_dispatch_binding binding = HostInOut(nullptr, ByteSize(initial));
   binding.host_input = initial.data();
   binding.host_output = output.data();
   const std::vector<vyre_dispatch_binding> bindings = {binding};
@@ -194,7 +194,7 @@ TEST_F(PendingTest, ContextDestroyWithWorkInFlight) {
   const vyre_context second = second_context.get();
   ProgramHandle spin;
   ASSERT_TRUE(CreateTestProgram(second, "vyre_test_spin",
-                                {BindingDecl(VYRE_ROLE_INPUT_OUTPUT, "data")}, kSpinThreads,
+                                {Decl(VYRE_ROLE_INPUT_OUTPUT, 4, "data")}, kSpinThreads,
                                 &spin));
   BufferHandle buffer;
   ASSERT_TRUE(CreateBufferWith(second, rng().NonZeroU32(kSpinThreads), &buffer));

@@ -9,8 +9,21 @@ namespace vyre_test {
 namespace {
 
 std::vector<vyre_binding_decl> AddDecls() {
-  return {BindingDecl(VYRE_ROLE_INPUT, "a"), BindingDecl(VYRE_ROLE_INPUT, "b"),
-          BindingDecl(VYRE_ROLE_OUTPUT, "out")};
+  return {Decl(VYRE_ROLE_INPUT, 4, "a"), Decl(VYRE_ROLE_INPUT, 4, "b"),
+          Decl(VYRE_ROLE_OUTPUT, 4, "out")};
+}
+
+// A program desc of NUL-terminated PTX `code`; points into `decls`.
+vyre_program_desc PtxDesc(const char* code, const char* entry,
+                          const std::vector<vyre_binding_decl>& decls, uint32_t workgroup_x) {
+  vyre_program_desc desc = VYRE_PROGRAM_DESC_INIT;
+  desc.code_kind = VYRE_CODE_PTX;
+  desc.code = code;
+  desc.entry = entry;
+  desc.bindings = decls.data();
+  desc.binding_count = decls.size();
+  desc.workgroup_size[0] = workgroup_x;
+  return desc;
 }
 
 class ProgramTest : public GpuTest {
@@ -22,9 +35,9 @@ class ProgramTest : public GpuTest {
     const std::vector<uint32_t> a = rng().NonZeroU32(n);
     const std::vector<uint32_t> b = rng().NonZeroU32(n);
     std::vector<uint32_t> out(n, kPoisonU32);
-    const std::vector<vyre_dispatch_binding> bindings = {HostInput(a.data(), ByteSize(a)),
-                                                         HostInput(b.data(), ByteSize(b)),
-                                                         HostOutput(out.data(), ByteSize(out))};
+    const std::vector<vyre_dispatch_binding> bindings = {HostIn(a.data(), ByteSize(a)),
+                                                         HostIn(b.data(), ByteSize(b)),
+                                                         HostOut(out.data(), ByteSize(out))};
     const std::vector<uint32_t> params = {static_cast<uint32_t>(n)};
     const vyre_dispatch_desc desc = DispatchDesc(bindings, params);
     ASSERT_VYRE_OK(vyre_dispatch(program, &desc, nullptr));
@@ -71,7 +84,7 @@ TEST_F(ProgramTest, WarmDispatchLoadsNoModule) {
   // Another entry of the same module is a cache hit as well.
   ProgramHandle inc;
   ASSERT_TRUE(CreateTestProgram(context(), "vyre_test_inc_u32",
-                                {BindingDecl(VYRE_ROLE_INPUT_OUTPUT, "data")}, 256, &inc));
+                                {Decl(VYRE_ROLE_INPUT_OUTPUT, 4, "data")}, 256, &inc));
   EXPECT_EQ(Telemetry(context()).module_loads, after.module_loads);
 
   ASSERT_NO_FATAL_FAILURE(ExpectBinaryKernelResult(
@@ -94,14 +107,8 @@ TEST_F(ProgramTest, InvalidPtxIsCompileFailedWithTheJitLog) {
       "  bogus_instruction_xyzzy;\n"
       "  ret;\n"
       "}\n";
-  const std::vector<vyre_binding_decl> decls = {BindingDecl(VYRE_ROLE_INPUT_OUTPUT, "data")};
-  vyre_program_desc desc = VYRE_PROGRAM_DESC_INIT;
-  desc.code_kind = VYRE_CODE_PTX;
-  desc.code = kBrokenPtx;
-  desc.entry = "vyre_broken";
-  desc.bindings = decls.data();
-  desc.binding_count = decls.size();
-  desc.workgroup_size[0] = 64;
+  const std::vector<vyre_binding_decl> decls = {Decl(VYRE_ROLE_INPUT_OUTPUT, 4, "data")};
+  const vyre_program_desc desc = PtxDesc(kBrokenPtx, "vyre_broken", decls, 64);
   ProgramHandle program;
   ASSERT_VYRE_STATUS(VYRE_STATUS_COMPILE_FAILED,
                      vyre_program_create(context(), &desc, program.out()));
@@ -113,14 +120,9 @@ TEST_F(ProgramTest, InvalidPtxIsCompileFailedWithTheJitLog) {
 
 TEST_F(ProgramTest, UnknownEntryIsEntryNotFound) {
   ProgramHandle program;
-  vyre_program_desc desc = VYRE_PROGRAM_DESC_INIT;
   const std::vector<vyre_binding_decl> decls = AddDecls();
-  desc.code_kind = VYRE_CODE_PTX;
-  desc.code = vyre_gpu_test_kernels_ptx;
-  desc.entry = "vyre_test_no_such_kernel";
-  desc.bindings = decls.data();
-  desc.binding_count = decls.size();
-  desc.workgroup_size[0] = 256;
+  const vyre_program_desc desc =
+      PtxDesc(vyre_gpu_test_kernels_ptx, "vyre_test_no_such_kernel", decls, 256);
   ASSERT_VYRE_STATUS(VYRE_STATUS_ENTRY_NOT_FOUND,
                      vyre_program_create(context(), &desc, program.out()));
   EXPECT_TRUE(MessageContains(LastErrorMessage(), {"Fix:", "vyre_test_no_such_kernel"}));
@@ -130,14 +132,9 @@ TEST_F(ProgramTest, UnknownEntryIsEntryNotFound) {
 TEST_F(ProgramTest, WorkgroupOverDeviceLimitIsLimitExceeded) {
   ASSERT_LT(device().max_threads_per_block, 2048u);
   ProgramHandle program;
-  vyre_program_desc desc = VYRE_PROGRAM_DESC_INIT;
   const std::vector<vyre_binding_decl> decls = AddDecls();
-  desc.code_kind = VYRE_CODE_PTX;
-  desc.code = vyre_gpu_test_kernels_ptx;
-  desc.entry = "vyre_test_add_u32";
-  desc.bindings = decls.data();
-  desc.binding_count = decls.size();
-  desc.workgroup_size[0] = 2048;
+  const vyre_program_desc desc =
+      PtxDesc(vyre_gpu_test_kernels_ptx, "vyre_test_add_u32", decls, 2048);
   EXPECT_VYRE_STATUS(VYRE_STATUS_LIMIT_EXCEEDED,
                      vyre_program_create(context(), &desc, program.out()));
   EXPECT_TRUE(MessageContains(LastErrorMessage(), {"Fix:"}));
@@ -150,9 +147,9 @@ TEST_F(ProgramTest, DispatchOverDeviceLimitsIsLimitExceeded) {
   const std::vector<uint32_t> a = rng().NonZeroU32(n);
   const std::vector<uint32_t> b = rng().NonZeroU32(n);
   std::vector<uint32_t> out(n, kPoisonU32);
-  const std::vector<vyre_dispatch_binding> bindings = {HostInput(a.data(), ByteSize(a)),
-                                                       HostInput(b.data(), ByteSize(b)),
-                                                       HostOutput(out.data(), ByteSize(out))};
+  const std::vector<vyre_dispatch_binding> bindings = {HostIn(a.data(), ByteSize(a)),
+                                                       HostIn(b.data(), ByteSize(b)),
+                                                       HostOut(out.data(), ByteSize(out))};
   const std::vector<uint32_t> params = {static_cast<uint32_t>(n)};
 
   vyre_dispatch_desc desc = DispatchDesc(bindings, params);

@@ -63,9 +63,9 @@ std::string RunOneVectorAdd(vyre_context context, vyre_program program, RandomSo
       }
       bindings.push_back(Resident(buffers[k].get()));
     } else if (k < 2) {
-      bindings.push_back(HostInput(initial.data(), bytes));
+      bindings.push_back(HostIn(initial.data(), bytes));
     } else {
-      bindings.push_back(HostOutput(out.data(), bytes));
+      bindings.push_back(HostOut(out.data(), bytes));
     }
   }
 
@@ -92,9 +92,9 @@ class ThreadsTest : public GpuTest {};
 TEST_F(ThreadsTest, EightThreadsShareOneContext) {
   ProgramHandle add;
   ASSERT_TRUE(CreateTestProgram(context(), "vyre_test_add_u32",
-                                {BindingDecl(VYRE_ROLE_INPUT, "a"),
-                                 BindingDecl(VYRE_ROLE_INPUT, "b"),
-                                 BindingDecl(VYRE_ROLE_OUTPUT, "out")},
+                                {Decl(VYRE_ROLE_INPUT, 4, "a"),
+                                 Decl(VYRE_ROLE_INPUT, 4, "b"),
+                                 Decl(VYRE_ROLE_OUTPUT, 4, "out")},
                                 256, &add));
   const vyre_telemetry before = Telemetry(context());
 
@@ -131,7 +131,7 @@ TEST_F(ThreadsTest, EightThreadsShareOneContext) {
 TEST_F(ThreadsTest, PendingWaitedOnAnotherThread) {
   ProgramHandle inc;
   ASSERT_TRUE(CreateTestProgram(context(), "vyre_test_inc_u32",
-                                {BindingDecl(VYRE_ROLE_INPUT_OUTPUT, "data")}, 256, &inc));
+                                {Decl(VYRE_ROLE_INPUT_OUTPUT, 4, "data")}, 256, &inc));
   constexpr int kDispatches = 16;
   const size_t n = 10000;
   std::vector<std::vector<uint32_t>> initial(kDispatches), data(kDispatches);
@@ -140,7 +140,7 @@ TEST_F(ThreadsTest, PendingWaitedOnAnotherThread) {
     initial[d] = rng().NonZeroU32(n);
     data[d] = initial[d];
     const std::vector<vyre_dispatch_binding> bindings = {
-        HostInputOutput(data[d].data(), ByteSize(data[d]))};
+        HostInOut(data[d].data(), ByteSize(data[d]))};
     const std::vector<uint32_t> params = {static_cast<uint32_t>(n)};
     const vyre_dispatch_desc desc = DispatchDesc(bindings, params);
     ASSERT_VYRE_OK(vyre_dispatch_async(inc.get(), &desc, &pendings[d]));

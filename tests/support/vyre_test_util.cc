@@ -119,14 +119,6 @@ int64_t FirstMismatch(const void* a, const void* b, size_t bytes) {
                                        << " elements differ:" << first.str();
 }
 
-vyre_binding_decl Decl(vyre_binding_role role, uint32_t element_size, const char* name) {
-  vyre_binding_decl decl = VYRE_BINDING_DECL_INIT;
-  decl.role = role;
-  decl.element_size = element_size;
-  decl.name = name;
-  return decl;
-}
-
 vyre_program_desc ProgramSpec::Desc() {
   vyre_program_desc desc = VYRE_PROGRAM_DESC_INIT;
   desc.code_kind = code_kind;
@@ -177,40 +169,6 @@ ProgramSpec NoopOutSpec() {
   spec.entry = "vyre_test_noop_out_u32";
   spec.bindings = {Decl(VYRE_ROLE_OUTPUT, 4, "out")};
   return spec;
-}
-
-vyre_dispatch_binding HostIn(const void* data, uint64_t bytes) {
-  vyre_dispatch_binding b = VYRE_DISPATCH_BINDING_INIT;
-  b.source = VYRE_SOURCE_HOST;
-  b.host_input = data;
-  b.host_bytes = bytes;
-  return b;
-}
-
-vyre_dispatch_binding HostOut(void* data, uint64_t bytes) {
-  vyre_dispatch_binding b = VYRE_DISPATCH_BINDING_INIT;
-  b.source = VYRE_SOURCE_HOST;
-  b.host_output = data;
-  b.host_bytes = bytes;
-  return b;
-}
-
-vyre_dispatch_binding HostInOut(void* data, uint64_t bytes) {
-  vyre_dispatch_binding b = VYRE_DISPATCH_BINDING_INIT;
-  b.source = VYRE_SOURCE_HOST;
-  b.host_input = data;
-  b.host_output = data;
-  b.host_bytes = bytes;
-  return b;
-}
-
-vyre_dispatch_binding Resident(vyre_buffer buffer, uint64_t offset, uint64_t length) {
-  vyre_dispatch_binding b = VYRE_DISPATCH_BINDING_INIT;
-  b.source = VYRE_SOURCE_RESIDENT;
-  b.buffer = buffer;
-  b.offset = offset;
-  b.length = length;
-  return b;
 }
 
 vyre_dispatch_desc DispatchSpec::Desc() const {

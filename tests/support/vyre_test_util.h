@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "descriptors.h"
 #include "vyre_cuda.h"
 
 // NUL-terminated PTX of tests/support/test_kernels.cu (vyre_embed_ptx).
@@ -85,8 +86,7 @@ int64_t FirstMismatch(const void* a, const void* b, size_t bytes);
 // Descriptors for the test kernels
 // ---------------------------------------------------------------------------
 
-vyre_binding_decl Decl(vyre_binding_role role, uint32_t element_size = 4,
-                       const char* name = nullptr);
+// Decl, HostIn, HostOut, HostInOut, Resident and ByteSize: descriptors.h.
 
 // A program description that owns its arrays; Desc() points into it, so keep
 // the spec alive while the desc is used.
@@ -118,11 +118,6 @@ ProgramSpec SaxpySpec();
 // vyre_test_noop_out_u32: out OUTPUT (u32); the kernel writes nothing.
 ProgramSpec NoopOutSpec();
 
-vyre_dispatch_binding HostIn(const void* data, uint64_t bytes);
-vyre_dispatch_binding HostOut(void* data, uint64_t bytes);
-vyre_dispatch_binding HostInOut(void* data, uint64_t bytes);
-vyre_dispatch_binding Resident(vyre_buffer buffer, uint64_t offset = 0, uint64_t length = 0);
-
 // A dispatch description that owns its arrays (see ProgramSpec).
 struct DispatchSpec {
   std::vector<vyre_dispatch_binding> bindings;
@@ -149,11 +144,6 @@ vyre_program MakeProgram(vyre_context context, ProgramSpec spec);
 vyre_buffer MakeBuffer(vyre_context context, uint64_t bytes);
 
 vyre_telemetry Telemetry(vyre_context context);
-
-template <typename T>
-uint64_t ByteSize(const std::vector<T>& v) {
-  return static_cast<uint64_t>(v.size() * sizeof(T));
-}
 
 }  // namespace vyre_test
 

@@ -4,6 +4,7 @@
 //   NoDevice*      FAKE_CUDA_MODE=no_device
 //   OldDriver*     FAKE_CUDA_MODE=old (cuDriverGetVersion says 11080)
 //   NoProcDriver*  VYRE_CUDA_DRIVER_LIBRARY=libfake_cuda_noproc.so
+//   NoNvrtc*       VYRE_CUDA_NVRTC_LIBRARY=/nonexistent/libnvrtc.so
 // Run without that environment, a suite skips (its ctest entry fails on a skip).
 #include <gtest/gtest.h>
 
@@ -219,6 +220,36 @@ TEST(NoProcDriverTest, DriverWithoutGetProcAddressIsTooOld) {
     GTEST_SKIP() << "needs VYRE_CUDA_DRIVER_LIBRARY=.../libfake_cuda_noproc.so";
   }
   ExpectDriverTooOld();
+}
+
+// ---------------------------------------------------------------------------
+// NVRTC missing: a CUDA C++ program cannot be built, everything else works
+// ---------------------------------------------------------------------------
+
+class NoNvrtcTest : public FakeDriverTest {
+ protected:
+  void SetUp() override {
+    if (!EnvIs("VYRE_CUDA_NVRTC_LIBRARY", "/nonexistent/libnvrtc.so")) {
+      GTEST_SKIP() << "needs VYRE_CUDA_NVRTC_LIBRARY=/nonexistent/libnvrtc.so (ctest sets it)";
+    }
+    FakeDriverTest::SetUp();
+  }
+};
+
+TEST_F(NoNvrtcTest, CudaSourceProgramIsNvrtcUnavailable) {
+  ProgramSpec spec = AddSpec();
+  spec.code_kind = VYRE_CODE_CUDA_SOURCE;
+  spec.code = "extern \"C\" __global__ void vyre_test_add_u32() {}";
+  vyre_program_desc desc = spec.Desc();
+  vyre_program program{0};
+  EXPECT_VYRE_ERROR(vyre_program_create(context_, &desc, &program),
+                    VYRE_STATUS_NVRTC_UNAVAILABLE);
+  EXPECT_EQ(program.bits, 0u);
+  // PTX programs do not need NVRTC.
+  ProgramSpec ptx = AddSpec();
+  vyre_program_desc ptx_desc = ptx.Desc();
+  ASSERT_VYRE_OK(vyre_program_create(context_, &ptx_desc, &program));
+  EXPECT_VYRE_OK(vyre_program_destroy(program));
 }
 
 }  // namespace
