@@ -41,7 +41,12 @@ VYRE_API vyre_status vyre_dispatch_async(vyre_program program, const vyre_dispat
     vyre_dispatch_desc d;
     VYRE_RETURN_IF_ERROR(vyre::ReadDescriptor(what, "vyre_dispatch_desc", desc, &d));
     vyre::Context& ctx = p->context();
-    auto pending = std::make_shared<vyre::PendingDispatch>(std::move(p), /*synchronous=*/false);
+    std::shared_ptr<vyre::PendingDispatch> pending = ctx.TakeRecycledPending();
+    if (pending) {
+      pending->Attach(std::move(p));
+    } else {
+      pending = std::make_shared<vyre::PendingDispatch>(std::move(p), /*synchronous=*/false);
+    }
     VYRE_RETURN_IF_ERROR(pending->Enqueue(d, what));
     VYRE_ASSIGN_OR_RETURN(uint64_t bits, vyre::Pendings().Insert(pending));
     pending->set_handle(bits);
@@ -89,8 +94,12 @@ VYRE_API vyre_status vyre_pending_release(vyre_pending pending) {
   return vyre::ApiCall(what, [&]() -> absl::Status {
     VYRE_ASSIGN_OR_RETURN(std::shared_ptr<vyre::PendingDispatch> p,
                           vyre::Pendings().Remove(pending.bits, what));
-    p->context().Disown(vyre::HandleType::kPending, pending.bits);
+    // Hold the context: detaching the pending may drop the last reference
+    // to its program, and through it to the context.
+    std::shared_ptr<vyre::Context> ctx = p->program()->context_ref();
+    ctx->Disown(vyre::HandleType::kPending, pending.bits);
     p->Abandon();
+    ctx->RecyclePending(std::move(p));
     return absl::OkStatus();
   });
 }

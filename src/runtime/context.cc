@@ -6,6 +6,7 @@
 #include "driver/cu_error.h"
 #include "driver/driver_api.h"
 #include "runtime/memory.h"
+#include "runtime/pending.h"
 
 namespace vyre {
 namespace {
@@ -146,7 +147,32 @@ void Context::Disown(HandleType type, uint64_t bits) {
   owned_.erase({type, bits});
 }
 
+std::shared_ptr<PendingDispatch> Context::TakeRecycledPending() {
+  std::lock_guard lock(recycled_mu_);
+  if (recycled_.empty()) return nullptr;
+  std::shared_ptr<PendingDispatch> pending = std::move(recycled_.back());
+  recycled_.pop_back();
+  return pending;
+}
+
+void Context::RecyclePending(std::shared_ptr<PendingDispatch> pending) {
+  constexpr size_t kMaxRecycled = 64;
+  // Reuse only an object nobody else can still reach.
+  if (pending.use_count() != 1) return;
+  pending->Detach();
+  {
+    absl::MutexLock lock(&mu_);
+    if (closed_) return;
+  }
+  std::lock_guard lock(recycled_mu_);
+  if (recycled_.size() < kMaxRecycled) recycled_.push_back(std::move(pending));
+}
+
 std::vector<std::pair<HandleType, uint64_t>> Context::Close() {
+  {
+    std::lock_guard recycled_lock(recycled_mu_);
+    recycled_.clear();
+  }
   absl::MutexLock lock(&mu_);
   closed_ = true;
   std::vector<std::pair<HandleType, uint64_t>> owned(owned_.begin(), owned_.end());

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "absl/container/flat_hash_set.h"
@@ -21,6 +22,8 @@
 #include "vyre_cuda.h"
 
 namespace vyre {
+
+class PendingDispatch;
 
 // Fills `info` for a device ordinal; the driver must be loaded.
 absl::Status QueryDeviceInfo(uint32_t ordinal, vyre_device_info* info);
@@ -59,6 +62,11 @@ class Context {
   void Trim();
   vyre_telemetry Snapshot() const;
 
+  // Released async pendings are kept (detached, holding nothing) and reused,
+  // so a steady stream of async dispatches allocates nothing.
+  std::shared_ptr<PendingDispatch> TakeRecycledPending();
+  void RecyclePending(std::shared_ptr<PendingDispatch> pending);
+
  private:
   Context() = default;
 
@@ -72,6 +80,9 @@ class Context {
   std::unique_ptr<ModuleCache> modules_;
   CUdeviceptr zero_params_ = 0;
   uint64_t handle_ = 0;
+
+  std::mutex recycled_mu_;  // std::mutex: on the async dispatch path
+  std::vector<std::shared_ptr<PendingDispatch>> recycled_;
 
   absl::Mutex mu_;
   bool closed_ ABSL_GUARDED_BY(mu_) = false;

@@ -22,16 +22,32 @@ bool TraceOn() { return LogEnabled(VYRE_LOG_TRACE); }
 }  // namespace
 
 PendingDispatch::PendingDispatch(std::shared_ptr<Program> program, bool synchronous)
-    : program_(std::move(program)), synchronous_(synchronous) {
+    : synchronous_(synchronous) {
+  Attach(std::move(program));
+}
+
+PendingDispatch::~PendingDispatch() { Detach(); }
+
+void PendingDispatch::Attach(std::shared_ptr<Program> program) {
+  program_ = std::move(program);
+  state_ = State::kIdle;
+  host_timing_ = true;
+  timing_ = vyre_timing{};
+  started_ns_ = 0;
+  param_pointer_ = 0;
+  device_work_pending_ = false;
   if (!synchronous_) context().telemetry().live_pendings.Add();
 }
 
-PendingDispatch::~PendingDispatch() {
+void PendingDispatch::Detach() {
+  if (!program_) return;
   {
     auto lock = Lock();
     ReleaseResources();
+    plan_.bindings.clear();  // keeps its storage for the next dispatch
   }
   if (!synchronous_) context().telemetry().live_pendings.Sub(1);
+  program_.reset();
 }
 
 void PendingDispatch::ReleaseResources() {

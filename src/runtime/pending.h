@@ -23,6 +23,10 @@ class PendingDispatch {
   // `synchronous`: the caller waits right away, so completion is a stream
   // synchronise (no event) and large read-backs are issued at enqueue.
   PendingDispatch(std::shared_ptr<Program> program, bool synchronous);
+  // Async pendings are reused (see Context::RecyclePending): Detach drops the
+  // program and every resource, Attach readies the object for a new dispatch.
+  void Attach(std::shared_ptr<Program> program);
+  void Detach();
   // Host clocks are read only when someone can ask for the timing (async
   // handles, a synchronous caller passing out_timing, or trace logging).
   void set_host_timing(bool wanted) { host_timing_ = wanted; }
@@ -40,6 +44,7 @@ class PendingDispatch {
   void Abandon();
 
   Context& context() const { return program_->context(); }
+  const std::shared_ptr<Program>& program() const { return program_; }
   uint64_t handle() const { return handle_; }
   void set_handle(uint64_t bits) { handle_ = bits; }
 
@@ -60,7 +65,7 @@ class PendingDispatch {
   // drops every resource. Never fails: used on error and destruction paths.
   void ReleaseResources();
 
-  const std::shared_ptr<Program> program_;
+  std::shared_ptr<Program> program_;
   const bool synchronous_;
   bool host_timing_ = true;
   uint64_t handle_ = 0;
