@@ -29,6 +29,10 @@ absl::Status ReadDescriptor(const char* what, const char* type_name, const T* in
   }
   uint32_t size;
   std::memcpy(&size, in, sizeof(size));
+  if (size == sizeof(T)) {  // the caller's header is this library's: the common case
+    std::memcpy(static_cast<void*>(out), in, sizeof(T));
+    return absl::OkStatus();
+  }
   VYRE_RETURN_IF_ERROR(CheckStructSize(what, type_name, in, size, v1_size, sizeof(T)));
   *out = T{};
   std::memcpy(static_cast<void*>(out), in, size < sizeof(T) ? size : sizeof(T));

@@ -82,8 +82,15 @@ const char* EntryName(Entry entry);
 // sees no device is OK here; DeviceCount() then reports 0.
 absl::Status EnsureLoaded();
 
+namespace internal {
+// Constant-initialised (all null) and filled once by EnsureLoaded(); read
+// directly so that a driver call on the dispatch path costs no function call
+// or static-initialisation guard to find its entry.
+extern DriverApi g_table;
+}  // namespace internal
+
 // The table; only valid after EnsureLoaded() returned OK.
-const DriverApi& Api();
+inline const DriverApi& Api() { return internal::g_table; }
 
 // Devices visible after cuInit (0 when cuInit said CUDA_ERROR_NO_DEVICE).
 int DeviceCount();

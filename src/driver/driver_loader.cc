@@ -11,6 +11,9 @@
 #include "driver/driver_api.h"
 
 namespace vyre::driver {
+
+DriverApi internal::g_table;
+
 namespace {
 
 constexpr const char* kEntryNames[] = {
@@ -25,7 +28,7 @@ using GetProcAddressFn = CUresult(CUDAAPI*)(const char*, void**, int, cuuint64_t
 struct LoadedDriver {
   absl::once_flag once;
   absl::Status status;
-  DriverApi api;
+  DriverApi& api = internal::g_table;
   void* library = nullptr;  // kept open for the life of the process
   int device_count = 0;
   int driver_version = 0;
@@ -130,8 +133,7 @@ absl::Status EnsureLoaded() {
   return d.status;
 }
 
-const DriverApi& Api() { return Loaded().api; }
-DriverApi& MutableApiForTesting() { return Loaded().api; }
+DriverApi& MutableApiForTesting() { return internal::g_table; }
 int DeviceCount() { return Loaded().device_count; }
 int DriverVersion() { return Loaded().driver_version; }
 
