@@ -263,7 +263,8 @@ VYRE_API vyre_status vyre_context_selftest(vyre_context context);
 VYRE_API vyre_status vyre_buffer_alloc(vyre_context context, uint64_t bytes, vyre_buffer* out);
 
 /** Frees a buffer. The handle is stale at once; if a pending dispatch still
- *  uses the memory it is released when that dispatch completes. */
+ *  uses the memory, it is released once that dispatch is seen to complete
+ *  (vyre_pending_poll, vyre_pending_wait or vyre_pending_release). */
 VYRE_API vyre_status vyre_buffer_free(vyre_buffer buffer);
 
 /** Copies `bytes` from host `src` into the buffer at `offset` and waits. */

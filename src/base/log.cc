@@ -4,15 +4,15 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "absl/synchronization/mutex.h"
+#include <mutex>
 
 namespace vyre {
 namespace {
 
 struct LogSink {
-  absl::Mutex mu;
-  vyre_log_callback callback ABSL_GUARDED_BY(mu) = nullptr;
-  void* user_data ABSL_GUARDED_BY(mu) = nullptr;
+  std::mutex mu;
+  vyre_log_callback callback = nullptr;
+  void* user_data = nullptr;
 };
 
 LogSink& Sink() {
@@ -36,7 +36,7 @@ bool TraceEnabled() {
 
 void SetLogCallback(vyre_log_callback callback, void* user_data, vyre_log_level max_level) {
   LogSink& sink = Sink();
-  absl::MutexLock lock(&sink.mu);
+  std::lock_guard lock(sink.mu);
   sink.callback = callback;
   sink.user_data = user_data;
   g_max_level.store(callback ? static_cast<int>(max_level) : -1, std::memory_order_release);
@@ -50,7 +50,7 @@ bool LogEnabled(vyre_log_level level) {
 
 void LogMessage(vyre_log_level level, const std::string& message) {
   LogSink& sink = Sink();
-  absl::MutexLock lock(&sink.mu);
+  std::lock_guard lock(sink.mu);
   if (sink.callback != nullptr) {
     sink.callback(sink.user_data, level, message.c_str());
   } else {

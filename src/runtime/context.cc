@@ -131,7 +131,7 @@ Context::~Context() {
 }
 
 absl::Status Context::Adopt(HandleType type, uint64_t bits, const char* what) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard lock(mu_);
   if (closed_) {
     return Errorf(VYRE_STATUS_STALE_HANDLE,
                   "%s: the context was destroyed while this call ran. Fix: do not destroy a "
@@ -143,7 +143,7 @@ absl::Status Context::Adopt(HandleType type, uint64_t bits, const char* what) {
 }
 
 void Context::Disown(HandleType type, uint64_t bits) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard lock(mu_);
   owned_.erase({type, bits});
 }
 
@@ -161,7 +161,7 @@ void Context::RecyclePending(std::shared_ptr<PendingDispatch> pending) {
   if (pending.use_count() != 1) return;
   pending->Detach();
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard lock(mu_);
     if (closed_) return;
   }
   std::lock_guard lock(recycled_mu_);
@@ -173,7 +173,7 @@ std::vector<std::pair<HandleType, uint64_t>> Context::Close() {
     std::lock_guard recycled_lock(recycled_mu_);
     recycled_.clear();
   }
-  absl::MutexLock lock(&mu_);
+  std::lock_guard lock(mu_);
   closed_ = true;
   std::vector<std::pair<HandleType, uint64_t>> owned(owned_.begin(), owned_.end());
   owned_.clear();

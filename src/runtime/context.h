@@ -13,7 +13,6 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "base/handle_registry.h"
 #include "driver/guards.h"
 #include "runtime/device_pools.h"
@@ -84,9 +83,9 @@ class Context {
   std::mutex recycled_mu_;  // std::mutex: on the async dispatch path
   std::vector<std::shared_ptr<PendingDispatch>> recycled_;
 
-  absl::Mutex mu_;
-  bool closed_ ABSL_GUARDED_BY(mu_) = false;
-  absl::flat_hash_set<std::pair<HandleType, uint64_t>> owned_ ABSL_GUARDED_BY(mu_);
+  std::mutex mu_;  // guards the members below
+  bool closed_ = false;
+  absl::flat_hash_set<std::pair<HandleType, uint64_t>> owned_;
 };
 
 }  // namespace vyre

@@ -70,8 +70,7 @@ class BlockPool {
   const CUcontext context_;
   const uint64_t cache_limit_;
   Telemetry* const telemetry_;
-  // std::mutex rather than absl::Mutex on the dispatch path: see the note in
-  // base/handle_registry.h.
+  // std::mutex, not absl::Mutex: see the note in base/handle_registry.h.
   std::mutex mu_;
   // Size class (power of two) -> cached block addresses.
   absl::flat_hash_map<uint64_t, std::vector<uint64_t>> free_;

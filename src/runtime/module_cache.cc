@@ -17,7 +17,7 @@ absl::StatusOr<std::shared_ptr<LoadedModule>> ModuleCache::GetOrLoad(
     absl::string_view entry) {
   ModuleKey key{kind, std::string(code), absl::StrJoin(options, "\x1f"), cc_major_, cc_minor_};
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard lock(mu_);
     auto it = modules_.find(key);
     if (it != modules_.end()) {
       telemetry_->module_cache_hits.Add();
@@ -28,7 +28,7 @@ absl::StatusOr<std::shared_ptr<LoadedModule>> ModuleCache::GetOrLoad(
   // Loading happens outside the lock: a JIT can take milliseconds. Two threads
   // loading the same code both succeed; the first insert wins.
   VYRE_ASSIGN_OR_RETURN(std::shared_ptr<LoadedModule> module, Load(key, entry));
-  absl::MutexLock lock(&mu_);
+  std::lock_guard lock(mu_);
   auto [it, inserted] = modules_.try_emplace(std::move(key), module);
   return it->second;
 }
@@ -73,7 +73,7 @@ absl::StatusOr<std::shared_ptr<LoadedModule>> ModuleCache::Load(const ModuleKey&
 }
 
 void ModuleCache::Clear() {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard lock(mu_);
   modules_.clear();
 }
 

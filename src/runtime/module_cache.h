@@ -7,6 +7,7 @@
 #include <cuda.h>
 
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <tuple>
@@ -16,7 +17,6 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/hash/hash.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "driver/guards.h"
 #include "runtime/telemetry.h"
 #include "vyre_cuda.h"
@@ -75,8 +75,8 @@ class ModuleCache {
   const CUcontext context_;
   const int cc_major_, cc_minor_;
   Telemetry* const telemetry_;
-  absl::Mutex mu_;
-  absl::flat_hash_map<ModuleKey, std::shared_ptr<LoadedModule>> modules_ ABSL_GUARDED_BY(mu_);
+  std::mutex mu_;  // guards the members below
+  absl::flat_hash_map<ModuleKey, std::shared_ptr<LoadedModule>> modules_;
 };
 
 }  // namespace vyre

@@ -286,7 +286,14 @@ absl::Status PendingDispatch::Poll(const char* what) {
   driver::ScopedContext bind(context().cu());
   VYRE_RETURN_IF_ERROR(bind.status(what));
   CUresult r = driver::Api().cuEventQuery(done_.get());
-  if (r == CUDA_SUCCESS) return absl::OkStatus();
+  if (r == CUDA_SUCCESS) {
+    // The device is done with resident buffers: a buffer freed while this
+    // dispatch ran is released now, not only when the pending is waited on.
+    for (PlannedBinding& b : plan_.bindings) {
+      if (!b.host) b.buffer.reset();
+    }
+    return absl::OkStatus();
+  }
   if (r == CUDA_ERROR_NOT_READY) {
     return Errorf(VYRE_STATUS_NOT_READY,
                   "%s: the dispatch of '%s' is still running. Fix: poll again later or call "

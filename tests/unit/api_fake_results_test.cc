@@ -818,6 +818,32 @@ TEST_F(ResultsTest, FreeingABufferInUseDefersTheRelease) {
   EXPECT_VYRE_OK(vyre_program_destroy(inc));
 }
 
+TEST_F(ResultsTest, PollThatSeesCompletionReleasesAFreedBuffer) {
+  vyre_program inc = MakeProgram(context_, IncSpec());
+  std::vector<uint32_t> data = RandomNonZeroU32(1024, 71);
+  vyre_buffer buffer = UploadNew(context_, data);
+  const uint64_t buffer_bytes = ByteSize(data);
+  vyre_pending pending{0};
+  uint64_t live_while_running = 0;
+  {
+    ScopedHold hold;
+    DispatchSpec spec;
+    spec.bindings = {Resident(buffer)};
+    spec.param_words = {1024};
+    vyre_dispatch_desc desc = spec.Desc();
+    ASSERT_VYRE_OK(vyre_dispatch_async(inc, &desc, &pending));
+    ASSERT_VYRE_OK(vyre_buffer_free(buffer));
+    EXPECT_VYRE_ERROR(vyre_pending_poll(pending), VYRE_STATUS_NOT_READY);
+    live_while_running = Telemetry(context_).device_bytes_live;
+  }
+  // Not waited on yet: the poll that sees completion lets go of the buffer.
+  ASSERT_VYRE_OK(vyre_pending_poll(pending));
+  EXPECT_EQ(Telemetry(context_).device_bytes_live, live_while_running - buffer_bytes);
+  ASSERT_VYRE_OK(vyre_pending_wait(pending, VYRE_WAIT_FOREVER));
+  ASSERT_VYRE_OK(vyre_pending_release(pending));
+  EXPECT_VYRE_OK(vyre_program_destroy(inc));
+}
+
 // ---------------------------------------------------------------------------
 // Telemetry
 // ---------------------------------------------------------------------------
