@@ -8,6 +8,7 @@
 
 #include "absl/status/status.h"
 #include "base/last_error.h"
+#include "base/nvtx.h"
 #include "base/status.h"
 #include "vyre_cuda.h"
 
@@ -16,6 +17,7 @@ namespace vyre {
 template <typename Body>
 vyre_status ApiCall(const char* what, Body&& body) noexcept {
   ClearLastError();
+  NvtxRange range(what);
   try {
     absl::Status status = body();
     if (status.ok()) return VYRE_STATUS_OK;

@@ -73,13 +73,17 @@ absl::Status PendingDispatch::Enqueue(const vyre_dispatch_desc& desc, const char
   host_timing_ = host_timing_ || TraceOn();
   if (host_timing_) started_ns_ = NowNs();
   VYRE_RETURN_IF_ERROR(BuildDispatchPlan(*program_, desc, what, &plan_));
+  if (host_timing_) stages_.planned = NowNs();
   absl::Status status = EnqueueLocked(what);
   if (!status.ok()) {
     ReleaseResources();
     return status;
   }
   state_ = State::kInFlight;
-  if (host_timing_) timing_.enqueue_ns = static_cast<uint64_t>(NowNs() - started_ns_);
+  if (host_timing_) {
+    stages_.enqueued = NowNs();
+    timing_.enqueue_ns = static_cast<uint64_t>(stages_.enqueued - started_ns_);
+  }
   context().telemetry().dispatches.Add();
   return absl::OkStatus();
 }
@@ -116,6 +120,7 @@ absl::Status PendingDispatch::EnqueueLocked(const char* what) {
     }
   }
 
+  if (host_timing_) stages_.staged = NowNs();
   driver::ScopedContext bind(ctx.cu());
   VYRE_RETURN_IF_ERROR(bind.status(what));
   CUstream stream = ctx.stream();
@@ -356,17 +361,24 @@ absl::Status PendingDispatch::Wait(uint64_t timeout_ns, const char* what) {
   VYRE_RETURN_IF_ERROR(bind.status(what));
   absl::Status status = AwaitDevice(timeout_ns, what);
   if (PublicCode(status) == VYRE_STATUS_TIMEOUT) return status;
+  if (host_timing_) stages_.completed = NowNs();
   if (status.ok()) status = Finish(what);
   if (host_timing_) {
     const int64_t end = NowNs();
+    stages_.read_back = end;
     timing_.wait_ns = static_cast<uint64_t>(end - wait_start);
     timing_.wall_ns = static_cast<uint64_t>(end - started_ns_);
   }
   state_ = State::kWaited;
   if (TraceOn()) {
-    Logf(VYRE_LOG_TRACE, "dispatch '%s': enqueue %.1f us, wait %.1f us, device %.1f us, wall %.1f us",
-         program_->entry(), timing_.enqueue_ns / 1e3, timing_.wait_ns / 1e3,
-         timing_.device_ns / 1e3, timing_.wall_ns / 1e3);
+    auto us = [](int64_t from, int64_t to) { return to > from ? (to - from) / 1e3 : 0.0; };
+    Logf(VYRE_LOG_TRACE,
+         "dispatch '%s': plan %.1f us, stage %.1f us, enqueue %.1f us, wait %.1f us, "
+         "read-back %.1f us, device %.1f us, wall %.1f us",
+         program_->entry(), us(started_ns_, stages_.planned), us(stages_.planned, stages_.staged),
+         us(stages_.staged, stages_.enqueued), us(wait_start, stages_.completed),
+         us(stages_.completed, stages_.read_back), timing_.device_ns / 1e3,
+         timing_.wall_ns / 1e3);
   }
   ReleaseResources();
   return status;

@@ -85,6 +85,10 @@ class PendingDispatch {
   CUdeviceptr param_pointer_ = 0;
   vyre_timing timing_{};
   int64_t started_ns_ = 0;
+  // Stage boundaries for VYRE_CUDA_TRACE / TRACE-level logging (host ns).
+  struct StageTimes {
+    int64_t planned = 0, staged = 0, enqueued = 0, completed = 0, read_back = 0;
+  } stages_;
 };
 
 }  // namespace vyre
