@@ -5,9 +5,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/bootstrap-debian.sh
 source scripts/env.sh
-cmake --preset cpu -DVYRE_CUDA_BUILD_TESTS=OFF
-cmake --build --preset cpu -j"$(nproc)" --target vyre_cuda_cli vector_add
+# Its own build folder: the test build's settings stay as they are.
+cmake --preset cpu -B build/demo -DVYRE_CUDA_BUILD_TESTS=OFF
+cmake --build build/demo -j"$(nproc)" --target vyre_cuda_cli vector_add
 status=0
-./build/cpu/tools/vyre-cuda info || status=$?
-./build/cpu/examples/vector_add || status=$?
+./build/demo/tools/vyre-cuda info || status=$?
+./build/demo/examples/vector_add || status=$?
 exit $status
