@@ -84,6 +84,14 @@ absl::Status BindResident(const char* what, size_t i, const BindingDecl& decl,
                   "least one element.",
                   describe(), in.offset);
   }
+  if (in.offset % decl.element_size != 0) {
+    // A kernel reading elements at a misaligned address faults, and a fault
+    // leaves the whole CUDA context unusable: refuse it here instead.
+    return Errorf(VYRE_STATUS_INVALID_ARGUMENT,
+                  "%s: offset %u is not a multiple of the %u-byte element size. Fix: bind at "
+                  "an element boundary.",
+                  describe(), in.offset, decl.element_size);
+  }
   out->offset = in.offset;
   out->bytes = length;
   return absl::OkStatus();

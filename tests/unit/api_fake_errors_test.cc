@@ -777,6 +777,7 @@ TEST_F(DispatchErrorsTest, ResidentBindingErrors) {
       {kMax - 3, 8, VYRE_STATUS_OUT_OF_RANGE, "offset + length overflows"},
       {4, kMax - 3, VYRE_STATUS_OUT_OF_RANGE, "huge length"},
       {0, 6, VYRE_STATUS_INVALID_ARGUMENT, "length not a multiple of element_size"},
+      {2, 8, VYRE_STATUS_INVALID_ARGUMENT, "offset not at an element boundary"},
   };
   for (const Case& c : cases) {
     HostAdd add(16);
