@@ -210,7 +210,8 @@ VYRE_API vyre_status vyre_context_create(const vyre_context_desc* desc, vyre_con
  *  and pending dispatch it owns; all of their handles become stale. */
 VYRE_API vyre_status vyre_context_destroy(vyre_context context);
 
-/** Describes the context's device. */
+/** Describes the context's device without querying the driver again.
+ *  out->struct_size must be set (VYRE_DEVICE_INFO_INIT). */
 VYRE_API vyre_status vyre_context_device_info(vyre_context context, vyre_device_info* out);
 
 typedef struct vyre_telemetry {
@@ -308,6 +309,8 @@ typedef struct vyre_buffer_info {
 } vyre_buffer_info;
 #define VYRE_BUFFER_INFO_INIT {sizeof(vyre_buffer_info), 0, 0, 0, {0}}
 
+/** Reads a buffer's size, raw device pointer and owning context.
+ *  out->struct_size must be set (VYRE_BUFFER_INFO_INIT). */
 VYRE_API vyre_status vyre_buffer_info_get(vyre_buffer buffer, vyre_buffer_info* out);
 
 /* ------------------------------------------------------------------------ */
@@ -402,6 +405,8 @@ typedef struct vyre_program_desc {
 VYRE_API vyre_status vyre_program_create(vyre_context context, const vyre_program_desc* desc,
                                          vyre_program* out);
 
+/** Destroys a program; its handle is stale at once. Dispatches already
+ *  enqueued keep the module loaded until they complete. */
 VYRE_API vyre_status vyre_program_destroy(vyre_program program);
 
 /* ------------------------------------------------------------------------ */
@@ -504,7 +509,8 @@ VYRE_API vyre_status vyre_pending_poll(vyre_pending pending);
  *  second wait is INVALID_STATE. */
 VYRE_API vyre_status vyre_pending_wait(vyre_pending pending, uint64_t timeout_ns);
 
-/** Timing of a waited dispatch. */
+/** Timing of a waited dispatch (INVALID_STATE before the wait).
+ *  out->struct_size must be set (VYRE_TIMING_INIT). */
 VYRE_API vyre_status vyre_pending_timing(vyre_pending pending, vyre_timing* out);
 
 /** Releases a pending handle. If it was never waited on, this waits for the
