@@ -33,6 +33,7 @@ void PendingDispatch::Attach(std::shared_ptr<Program> program) {
   state_ = State::kIdle;
   host_timing_ = true;
   timing_ = vyre_timing{};
+  stages_ = StageTimes{};
   started_ns_ = 0;
   param_pointer_ = 0;
   device_work_pending_ = false;
