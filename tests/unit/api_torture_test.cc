@@ -244,6 +244,10 @@ class Torture {
   void Fail(const std::string& what);
   void ExpectStatus(vyre_status actual, vyre_status expected, const char* call);
   void ExpectNotOk(vyre_status actual, HandleChoice choice, const char* call);
+  // Checks a ranged upload/download's status against what its arguments
+  // call for; true when it succeeded and its data should be checked.
+  bool RangesCallAsExpected(vyre_status actual, HandleChoice choice, bool null_pointer,
+                            bool all_in_range, const char* call);
 
   // Picks a handle of a kind: `live` are the valid ones, `dead` stale ones.
   uint64_t PickHandle(const std::vector<uint64_t>& live, const std::vector<uint64_t>& dead,
@@ -323,6 +327,22 @@ void Torture::ExpectNotOk(vyre_status actual, HandleChoice choice, const char* c
   if (choice != HandleChoice::kValid && actual == VYRE_STATUS_OK) {
     Fail(std::string(call) + " accepted a " + ChoiceName(choice) + " handle");
   }
+}
+
+bool Torture::RangesCallAsExpected(vyre_status actual, HandleChoice choice, bool null_pointer,
+                                   bool all_in_range, const char* call) {
+  ExpectNotOk(actual, choice, call);
+  if (choice != HandleChoice::kValid) return false;
+  if (null_pointer) {
+    if (actual == VYRE_STATUS_OK) Fail(std::string(call) + " accepted a NULL pointer");
+    return false;
+  }
+  if (!all_in_range) {
+    ExpectStatus(actual, VYRE_STATUS_OUT_OF_RANGE, call);
+    return false;
+  }
+  ExpectStatus(actual, VYRE_STATUS_OK, call);
+  return actual == VYRE_STATUS_OK;
 }
 
 // ---------------------------------------------------------------------------
@@ -779,18 +799,10 @@ void Torture::UploadRanges() {
   vyre_status s = Check(vyre_buffer_upload_ranges(buffer, null_ranges ? nullptr : ranges.data(),
                                                   count),
                         "vyre_buffer_upload_ranges");
-  ExpectNotOk(s, choice, "vyre_buffer_upload_ranges");
-  if (choice != HandleChoice::kValid) return;
-  if (null_ranges || null_src) {
-    if (s == VYRE_STATUS_OK) Fail("vyre_buffer_upload_ranges accepted a NULL pointer");
+  if (!RangesCallAsExpected(s, choice, null_ranges || null_src, all_in_range,
+                            "vyre_buffer_upload_ranges")) {
     return;
   }
-  if (!all_in_range) {
-    ExpectStatus(s, VYRE_STATUS_OUT_OF_RANGE, "vyre_buffer_upload_ranges");
-    return;
-  }
-  ExpectStatus(s, VYRE_STATUS_OK, "vyre_buffer_upload_ranges");
-  if (s != VYRE_STATUS_OK) return;
   BufferState& b = pop_.buffers[size_t(index)];
   for (size_t i = 0; i < count; ++i) {
     std::copy(data[i].begin(), data[i].end(), b.shadow.begin() + ranges[i].offset);
@@ -833,18 +845,10 @@ void Torture::DownloadRanges() {
   vyre_status s = Check(vyre_buffer_download_ranges(buffer, null_ranges ? nullptr : ranges.data(),
                                                     count),
                         "vyre_buffer_download_ranges");
-  ExpectNotOk(s, choice, "vyre_buffer_download_ranges");
-  if (choice != HandleChoice::kValid) return;
-  if (null_ranges || null_dst) {
-    if (s == VYRE_STATUS_OK) Fail("vyre_buffer_download_ranges accepted a NULL pointer");
+  if (!RangesCallAsExpected(s, choice, null_ranges || null_dst, all_in_range,
+                            "vyre_buffer_download_ranges")) {
     return;
   }
-  if (!all_in_range) {
-    ExpectStatus(s, VYRE_STATUS_OUT_OF_RANGE, "vyre_buffer_download_ranges");
-    return;
-  }
-  ExpectStatus(s, VYRE_STATUS_OK, "vyre_buffer_download_ranges");
-  if (s != VYRE_STATUS_OK) return;
   for (size_t i = 0; i < count; ++i) {
     std::string why;
     if (!SameAsShadow(pop_.buffers[size_t(index)], ranges[i].offset, data[i].data(),
