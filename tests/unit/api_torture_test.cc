@@ -253,6 +253,9 @@ class Torture {
   uint64_t PickHandle(const std::vector<uint64_t>& live, const std::vector<uint64_t>& dead,
                       HandleChoice* choice, double valid_bias = 0.8);
   int PickIndex(size_t size) { return size == 0 ? -1 : int(rng_.Below(size)); }
+  template <typename Object>
+  uint64_t PickFrom(const std::vector<Object>& objects, const std::vector<uint64_t>& dead,
+                    double valid_bias, int* index, HandleChoice* choice);
   uint64_t PickBufferHandle(int* index, HandleChoice* choice);
   uint64_t PickProgramHandle(int* index, HandleChoice* choice);
   uint64_t PickPendingHandle(int* index, HandleChoice* choice);
@@ -398,37 +401,31 @@ uint64_t Torture::PickContextHandle(HandleChoice* choice) {
   return PickHandle(pop_.contexts, pop_.dead_contexts, choice, 0.9);
 }
 
-uint64_t Torture::PickBufferHandle(int* index, HandleChoice* choice) {
+// Picks a handle from a population of objects with a `.handle`; *index is
+// the picked object's position when the choice is a valid handle, else -1.
+template <typename Object>
+uint64_t Torture::PickFrom(const std::vector<Object>& objects, const std::vector<uint64_t>& dead,
+                           double valid_bias, int* index, HandleChoice* choice) {
   std::vector<uint64_t> live;
-  for (const auto& b : pop_.buffers) live.push_back(b.handle.bits);
-  uint64_t bits = PickHandle(live, pop_.dead_buffers, choice, 0.85);
+  for (const Object& object : objects) live.push_back(object.handle.bits);
+  uint64_t bits = PickHandle(live, dead, choice, valid_bias);
   *index = -1;
   if (*choice == HandleChoice::kValid) {
     *index = int(std::find(live.begin(), live.end(), bits) - live.begin());
   }
   return bits;
+}
+
+uint64_t Torture::PickBufferHandle(int* index, HandleChoice* choice) {
+  return PickFrom(pop_.buffers, pop_.dead_buffers, 0.85, index, choice);
 }
 
 uint64_t Torture::PickProgramHandle(int* index, HandleChoice* choice) {
-  std::vector<uint64_t> live;
-  for (const auto& p : pop_.programs) live.push_back(p.handle.bits);
-  uint64_t bits = PickHandle(live, pop_.dead_programs, choice, 0.9);
-  *index = -1;
-  if (*choice == HandleChoice::kValid) {
-    *index = int(std::find(live.begin(), live.end(), bits) - live.begin());
-  }
-  return bits;
+  return PickFrom(pop_.programs, pop_.dead_programs, 0.9, index, choice);
 }
 
 uint64_t Torture::PickPendingHandle(int* index, HandleChoice* choice) {
-  std::vector<uint64_t> live;
-  for (const auto& p : pop_.pendings) live.push_back(p.handle.bits);
-  uint64_t bits = PickHandle(live, pop_.dead_pendings, choice, 0.85);
-  *index = -1;
-  if (*choice == HandleChoice::kValid) {
-    *index = int(std::find(live.begin(), live.end(), bits) - live.begin());
-  }
-  return bits;
+  return PickFrom(pop_.pendings, pop_.dead_pendings, 0.85, index, choice);
 }
 
 // Mostly inside [0, size], sometimes just past it, sometimes near UINT64_MAX.
