@@ -104,6 +104,9 @@ typedef enum vyre_status {
   VYRE_STATUS_DRIVER_ERROR = 18,
   /** A bug in vyre-cuda; please report the message. */
   VYRE_STATUS_INTERNAL = 19,
+  /** A replay's inputs do not have the shape the graph was recorded with
+   *  (binding count, source, or byte lengths); record the graph again. */
+  VYRE_STATUS_SHAPE_MISMATCH = 20,
   VYRE_STATUS_FORCE32 = 0x7FFFFFFF
 } vyre_status;
 
@@ -131,6 +134,8 @@ typedef struct vyre_context { uint64_t bits; } vyre_context;
 typedef struct vyre_buffer { uint64_t bits; } vyre_buffer;
 typedef struct vyre_program { uint64_t bits; } vyre_program;
 typedef struct vyre_pending { uint64_t bits; } vyre_pending;
+typedef struct vyre_graph { uint64_t bits; } vyre_graph;
+typedef struct vyre_sequence { uint64_t bits; } vyre_sequence;
 
 /* ------------------------------------------------------------------------ */
 /* Logging                                                                   */
@@ -241,8 +246,21 @@ typedef struct vyre_telemetry {
   uint64_t live_buffers;
   uint64_t live_programs;
   uint64_t live_pendings;
+  /** Graphs recorded (from dispatches and sequences). */
+  uint64_t graph_records;
+  /** vyre_graph_replay / vyre_graph_replay_async calls that launched. */
+  uint64_t graph_replays;
+  /** Replays whose host inputs equalled the previous replay's, so the
+   *  graph without input copies ran and no input byte moved. */
+  uint64_t graph_uploads_skipped;
+  /** cuGraphLaunch calls. */
+  uint64_t graph_launches;
+  /** Eager vyre_sequence_run calls. */
+  uint64_t sequence_runs;
+  uint64_t live_graphs;
+  uint64_t live_sequences;
 } vyre_telemetry;
-#define VYRE_TELEMETRY_INIT {sizeof(vyre_telemetry), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
+#define VYRE_TELEMETRY_INIT {sizeof(vyre_telemetry), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
 
 /** Copies the context's counters (cumulative since creation, or levels for
  *  the *_live and *_cached_bytes fields). */
@@ -517,8 +535,239 @@ VYRE_API vyre_status vyre_pending_timing(vyre_pending pending, vyre_timing* out)
  *  device work and skips the read-back into host outputs. */
 VYRE_API vyre_status vyre_pending_release(vyre_pending pending);
 
+/* ------------------------------------------------------------------------ */
+/* Graphs: record once, replay many times                                    */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * A graph is a dispatch (or a sequence, below) captured once as a CUDA graph
+ * and replayed at the cost of one cuGraphLaunch.
+ *
+ * Recording a dispatch: vyre_graph_record takes the same program and
+ * vyre_dispatch_desc as vyre_dispatch.
+ *  - HOST bindings are sample inputs: the graph gets its own device memory and
+ *    pinned host memory for them, and captures the input copies, the zeroing
+ *    of OUTPUT bindings, the kernel x fixpoint_iterations and the output
+ *    copies. Every replay must pass host data of exactly the recorded byte
+ *    lengths (else VYRE_STATUS_SHAPE_MISMATCH). When a replay's host inputs
+ *    equal the previous replay's byte for byte (and no binding is
+ *    INPUT_OUTPUT), a second graph without the input copies runs instead.
+ *  - RESIDENT bindings are captured by address. A replay may rebind them to
+ *    other ranges of the same context (at least as large as the graph needs,
+ *    see vyre_graph_replay_desc), which updates the kernel and memset nodes
+ *    of the executable graph without capturing again.
+ *  - The parameter words are uploaded once to a block the graph owns; a
+ *    replay that passes other words rewrites that block in stream order.
+ *  - Capacity class: a graph recorded for element count n can be replayed for
+ *    any element count from 1 up to the next power of two of n; the derived
+ *    grid follows the count.
+ *  - Not recordable: cooperative dispatches (a graph launches with
+ *    cuLaunchKernel), and HOST outputs whose size is not fixed.
+ *
+ * Threads: recording captures on a stream of the context's own, with
+ * thread-local capture mode, one recording per context at a time; dispatches,
+ * buffer copies and replays from other threads on the same context keep
+ * running meanwhile (they use the context's work stream, which is never
+ * captured). Replays run on the context's work stream, in submission order
+ * with dispatches. Replays of one graph are serialised; a graph with HOST
+ * bindings allows one unwaited asynchronous replay at a time (its pinned
+ * buffers hold that replay's data), a graph without them any number.
+ *
+ * Destroying a graph, or freeing a buffer it uses, while a replay is in
+ * flight is safe: the memory goes when that replay completes. A replay that
+ * would use a freed buffer is refused (STALE_HANDLE) until it is rebound.
+ */
+
+/** Records a dispatch as a graph. `desc` is as for vyre_dispatch: HOST
+ *  bindings carry sample inputs (not run: recording launches nothing). */
+VYRE_API vyre_status vyre_graph_record(vyre_program program, const vyre_dispatch_desc* desc,
+                                       vyre_graph* out);
+
+typedef struct vyre_graph_replay_desc {
+  uint32_t struct_size;
+  /** VYRE_DISPATCH_FLAG_DEVICE_TIMING only. */
+  uint32_t flags;
+  /** One per declared binding, in declaration order, each with the source it
+   *  was recorded with. HOST: host_input/host_output of the recorded
+   *  host_bytes. RESIDENT: the range to bind from now on. NULL (with count
+   *  0) keeps the current resident ranges; a graph with HOST bindings always
+   *  needs them. */
+  const vyre_dispatch_binding* bindings;
+  size_t binding_count;
+  /** New parameter words, kept for later replays; NULL keeps the current
+   *  ones. At most the recorded count, or 64 words if that is more. */
+  const uint32_t* param_words;
+  size_t param_word_count;
+  /** New scalar values for SCALAR32/64 kernel parameters, kept for later
+   *  replays; NULL keeps the current ones. */
+  const uint64_t* scalars;
+  size_t scalar_count;
+  /** Elements the derived grid covers, 1 .. capacity class; 0 keeps the
+   *  current count. Needs a graph recorded with an all-zero grid. */
+  uint64_t element_count;
+} vyre_graph_replay_desc;
+#define VYRE_GRAPH_REPLAY_DESC_INIT {sizeof(vyre_graph_replay_desc), 0, NULL, 0, NULL, 0, NULL, 0, 0}
+
+/** Replays a graph and waits; HOST outputs are written before it returns.
+ *  `desc` may be NULL (a graph without HOST bindings, nothing changed);
+ *  `out_timing` may be NULL. */
+VYRE_API vyre_status vyre_graph_replay(vyre_graph graph, const vyre_graph_replay_desc* desc,
+                                       vyre_timing* out_timing);
+
+/** Enqueues a replay and returns a pending handle (poll, wait, timing,
+ *  release as for vyre_dispatch_async). HOST inputs are read before return;
+ *  HOST outputs are written by vyre_pending_wait. */
+VYRE_API vyre_status vyre_graph_replay_async(vyre_graph graph,
+                                             const vyre_graph_replay_desc* desc,
+                                             vyre_pending* out);
+
+/** Destroys a graph; its handle is stale at once. A replay in flight keeps
+ *  the graph's memory until it completes. */
+VYRE_API vyre_status vyre_graph_destroy(vyre_graph graph);
+
+typedef struct vyre_graph_info {
+  uint32_t struct_size;
+  /** 1 when recorded from a sequence (no bindings to replay with). */
+  uint32_t from_sequence;
+  vyre_context context;
+  /** Nodes of the full executable graph (see vyre_graph_node_kind_get). */
+  uint64_t node_count;
+  uint64_t kernel_node_count;
+  /** Nodes of the graph run when the inputs are unchanged (0 if none). */
+  uint64_t unchanged_input_node_count;
+  /** Element count of the next replay, and the largest allowed. */
+  uint64_t element_count;
+  uint64_t capacity_elements;
+  uint64_t replays;
+  /** HOST bytes each replay uploads (when inputs changed) and reads back. */
+  uint64_t host_input_bytes;
+  uint64_t host_output_bytes;
+} vyre_graph_info;
+#define VYRE_GRAPH_INFO_INIT {sizeof(vyre_graph_info), 0, {0}, 0, 0, 0, 0, 0, 0, 0, 0}
+
+/** Describes a graph. out->struct_size must be set (VYRE_GRAPH_INFO_INIT). */
+VYRE_API vyre_status vyre_graph_info_get(vyre_graph graph, vyre_graph_info* out);
+
+typedef enum vyre_graph_node_kind {
+  VYRE_GRAPH_NODE_KERNEL = 1,
+  VYRE_GRAPH_NODE_MEMCPY = 2,
+  VYRE_GRAPH_NODE_MEMSET = 3,
+  /** Any other CUDA graph node type (none are recorded by this library). */
+  VYRE_GRAPH_NODE_OTHER = 4,
+  VYRE_GRAPH_NODE_KIND_FORCE32 = 0x7FFFFFFF
+} vyre_graph_node_kind;
+
+/** The kind of node `node_index` (0 .. node_count-1) of the full graph.
+ *  Nodes are numbered in the order their work runs. */
+VYRE_API vyre_status vyre_graph_node_kind_get(vyre_graph graph, uint64_t node_index,
+                                              vyre_graph_node_kind* out);
+
+enum {
+  /** Set the node's grid from vyre_kernel_node_update.grid. */
+  VYRE_KERNEL_NODE_UPDATE_GRID = 1u << 0,
+  /** Set the node's scalar parameters from vyre_kernel_node_update.scalars. */
+  VYRE_KERNEL_NODE_UPDATE_SCALARS = 1u << 1
+};
+
+typedef struct vyre_kernel_node_update {
+  uint32_t struct_size;
+  /** VYRE_KERNEL_NODE_UPDATE_* bits (at least one). */
+  uint32_t flags;
+  uint32_t grid[3];
+  uint32_t reserved0;
+  const uint64_t* scalars;
+  size_t scalar_count;
+} vyre_kernel_node_update;
+#define VYRE_KERNEL_NODE_UPDATE_INIT {sizeof(vyre_kernel_node_update), 0, {0, 0, 0}, 0, NULL, 0}
+
+/** Changes one kernel node of the executable graph (and its twin in the
+ *  graph without input copies) for later replays, without capturing again.
+ *  `node_index` must name a KERNEL node. */
+VYRE_API vyre_status vyre_graph_kernel_node_update(vyre_graph graph, uint64_t node_index,
+                                                   const vyre_kernel_node_update* update);
+
+/* ------------------------------------------------------------------------ */
+/* Sequences: many steps over resident buffers, eagerly or as one graph      */
+/* ------------------------------------------------------------------------ */
+
+typedef enum vyre_step_kind {
+  /** Run `program` with `dispatch` (RESIDENT bindings only). */
+  VYRE_STEP_DISPATCH = 1,
+  /** Set `bytes` bytes of `buffer` at `offset` to `fill_byte`. */
+  VYRE_STEP_FILL = 2,
+  /** Copy `bytes` from `src_buffer` at `src_offset` to `buffer` at `offset`
+   *  (the ranges must not overlap). */
+  VYRE_STEP_COPY = 3,
+  /** Copy `bytes` from host `host_src` to `buffer` at `offset`. */
+  VYRE_STEP_UPLOAD = 4,
+  /** Copy `bytes` from `buffer` at `offset` to host `host_dst`. */
+  VYRE_STEP_DOWNLOAD = 5,
+  VYRE_STEP_KIND_FORCE32 = 0x7FFFFFFF
+} vyre_step_kind;
+
+typedef struct vyre_sequence_step {
+  uint32_t struct_size;
+  vyre_step_kind kind;
+  /* DISPATCH: the descriptor is copied (parameter words and scalars too). */
+  vyre_program program;
+  const vyre_dispatch_desc* dispatch;
+  /* FILL, COPY, UPLOAD: the destination; DOWNLOAD: the source. */
+  vyre_buffer buffer;
+  uint64_t offset;
+  uint64_t bytes;
+  /* COPY: the source. */
+  vyre_buffer src_buffer;
+  uint64_t src_offset;
+  /* UPLOAD / DOWNLOAD: host memory, valid for the sequence's life. */
+  const void* host_src;
+  void* host_dst;
+  /* FILL: the byte value (0..255). */
+  uint32_t fill_byte;
+  uint32_t reserved0;
+} vyre_sequence_step;
+#define VYRE_SEQUENCE_STEP_INIT {sizeof(vyre_sequence_step), VYRE_STEP_FILL, {0}, NULL, {0}, 0, 0, {0}, 0, NULL, NULL, 0, 0}
+
+typedef struct vyre_sequence_desc {
+  uint32_t struct_size;
+  /** Times the block [repeat_first, repeat_first + repeat_step_count) runs
+   *  (>= 1 when there is a block; 0 when there is none). */
+  uint32_t repeat_count;
+  const vyre_sequence_step* steps;
+  size_t step_count;
+  size_t repeat_first;
+  size_t repeat_step_count;
+} vyre_sequence_desc;
+#define VYRE_SEQUENCE_DESC_INIT {sizeof(vyre_sequence_desc), 0, NULL, 0, 0, 0}
+
+/*
+ * Semantics shared by vyre_sequence_run and a graph recorded from the
+ * sequence (so both give identical results): steps run in order on the
+ * context's work stream; DISPATCH steps behave as vyre_dispatch (OUTPUT
+ * bindings zeroed, fixpoint iterations); UPLOAD steps read their host memory
+ * when the run starts and DOWNLOAD steps write theirs when it ends (a step
+ * repeated N times leaves its last result). The sequence keeps its buffers
+ * and programs alive; a run after one of its buffers was freed is refused.
+ */
+
+/** Validates the steps and builds a sequence. */
+VYRE_API vyre_status vyre_sequence_create(vyre_context context, const vyre_sequence_desc* desc,
+                                          vyre_sequence* out);
+
+/** Runs the steps eagerly (one stream, one synchronisation at the end).
+ *  `out_timing` may be NULL. */
+VYRE_API vyre_status vyre_sequence_run(vyre_sequence sequence, vyre_timing* out_timing);
+
+/** Captures the whole sequence as one graph; replay it with
+ *  vyre_graph_replay (desc NULL). The graph keeps the sequence's resources
+ *  alive even if the sequence is destroyed. */
+VYRE_API vyre_status vyre_sequence_record(vyre_sequence sequence, vyre_graph* out);
+
+/** Destroys a sequence; its handle is stale at once. */
+VYRE_API vyre_status vyre_sequence_destroy(vyre_sequence sequence);
+
 #ifdef __cplusplus
 } /* extern "C" */
+
 #endif
 
 #endif /* VYRE_CUDA_H_ */

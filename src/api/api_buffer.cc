@@ -38,6 +38,7 @@ VYRE_API vyre_status vyre_buffer_free(vyre_buffer buffer) {
   return vyre::ApiCall(what, [&]() -> absl::Status {
     VYRE_ASSIGN_OR_RETURN(std::shared_ptr<vyre::Buffer> b, vyre::Buffers().Remove(buffer.bits, what));
     b->context().Disown(vyre::HandleType::kBuffer, buffer.bits);
+    b->MarkFreed();
     // The memory goes when the last reference does: now, or when the pending
     // dispatch that still uses it completes.
     return absl::OkStatus();

@@ -53,10 +53,17 @@ VYRE_API vyre_status vyre_context_destroy(vyre_context context) {
     VYRE_ASSIGN_OR_RETURN(std::shared_ptr<vyre::Context> ctx,
                           vyre::Contexts().Remove(context.bits, what));
     auto owned = ctx->Close();
-    // Pending dispatches first: they hold programs and buffers until their
-    // device work is drained.
+    // Pending work first: it holds graphs, programs and buffers until its
+    // device work is drained; then graphs and sequences, which hold programs
+    // and buffers.
     auto rank = [](vyre::HandleType t) {
-      return t == vyre::HandleType::kPending ? 0 : t == vyre::HandleType::kProgram ? 1 : 2;
+      switch (t) {
+        case vyre::HandleType::kPending: return 0;
+        case vyre::HandleType::kGraph: return 1;
+        case vyre::HandleType::kSequence: return 2;
+        case vyre::HandleType::kProgram: return 3;
+        default: return 4;
+      }
     };
     std::sort(owned.begin(), owned.end(),
               [&](const auto& a, const auto& b) { return rank(a.first) < rank(b.first); });

@@ -63,7 +63,7 @@ VYRE_API vyre_status vyre_dispatch_async(vyre_program program, const vyre_dispat
 VYRE_API vyre_status vyre_pending_poll(vyre_pending pending) {
   const char* what = "vyre_pending_poll";
   return vyre::ApiCall(what, [&]() -> absl::Status {
-    VYRE_ASSIGN_OR_RETURN(std::shared_ptr<vyre::PendingDispatch> p,
+    VYRE_ASSIGN_OR_RETURN(std::shared_ptr<vyre::PendingWork> p,
                           vyre::Pendings().Lookup(pending.bits, what));
     return p->Poll(what);
   });
@@ -72,7 +72,7 @@ VYRE_API vyre_status vyre_pending_poll(vyre_pending pending) {
 VYRE_API vyre_status vyre_pending_wait(vyre_pending pending, uint64_t timeout_ns) {
   const char* what = "vyre_pending_wait";
   return vyre::ApiCall(what, [&]() -> absl::Status {
-    VYRE_ASSIGN_OR_RETURN(std::shared_ptr<vyre::PendingDispatch> p,
+    VYRE_ASSIGN_OR_RETURN(std::shared_ptr<vyre::PendingWork> p,
                           vyre::Pendings().Lookup(pending.bits, what));
     return p->Wait(timeout_ns, what);
   });
@@ -81,7 +81,7 @@ VYRE_API vyre_status vyre_pending_wait(vyre_pending pending, uint64_t timeout_ns
 VYRE_API vyre_status vyre_pending_timing(vyre_pending pending, vyre_timing* out) {
   const char* what = "vyre_pending_timing";
   return vyre::ApiCall(what, [&]() -> absl::Status {
-    VYRE_ASSIGN_OR_RETURN(std::shared_ptr<vyre::PendingDispatch> p,
+    VYRE_ASSIGN_OR_RETURN(std::shared_ptr<vyre::PendingWork> p,
                           vyre::Pendings().Lookup(pending.bits, what));
     VYRE_RETURN_IF_ERROR(vyre::CheckOutStruct(what, "vyre_timing", out));
     VYRE_ASSIGN_OR_RETURN(vyre_timing timing, p->Timing(what));
@@ -92,14 +92,15 @@ VYRE_API vyre_status vyre_pending_timing(vyre_pending pending, vyre_timing* out)
 VYRE_API vyre_status vyre_pending_release(vyre_pending pending) {
   const char* what = "vyre_pending_release";
   return vyre::ApiCall(what, [&]() -> absl::Status {
-    VYRE_ASSIGN_OR_RETURN(std::shared_ptr<vyre::PendingDispatch> p,
+    VYRE_ASSIGN_OR_RETURN(std::shared_ptr<vyre::PendingWork> p,
                           vyre::Pendings().Remove(pending.bits, what));
-    // Hold the context: detaching the pending may drop the last reference
-    // to its program, and through it to the context.
-    std::shared_ptr<vyre::Context> ctx = p->program()->context_ref();
+    // Hold the context: recycling the pending may drop the last reference
+    // to its program or graph, and through it to the context.
+    std::shared_ptr<vyre::Context> ctx = p->context_ref();
     ctx->Disown(vyre::HandleType::kPending, pending.bits);
     p->Abandon();
-    ctx->RecyclePending(std::move(p));
+    vyre::PendingWork* work = p.get();
+    work->Recycle(std::move(p));
     return absl::OkStatus();
   });
 }

@@ -8,6 +8,8 @@ const char* HandleTypeName(HandleType type) {
     case HandleType::kBuffer: return "buffer";
     case HandleType::kProgram: return "program";
     case HandleType::kPending: return "pending";
+    case HandleType::kGraph: return "graph";
+    case HandleType::kSequence: return "sequence";
   }
   return "unknown";
 }
@@ -18,6 +20,8 @@ const char* HandleTypeMaker(HandleType type) {
     case HandleType::kBuffer: return "vyre_buffer_alloc";
     case HandleType::kProgram: return "vyre_program_create";
     case HandleType::kPending: return "vyre_dispatch_async";
+    case HandleType::kGraph: return "vyre_graph_record";
+    case HandleType::kSequence: return "vyre_sequence_create";
   }
   return "the matching create function";
 }
@@ -33,7 +37,7 @@ absl::Status HandleError(const char* what, HandleType expected, uint64_t bits, b
   if (tag != static_cast<uint8_t>(expected)) {
     const char* actual = "unknown";
     for (HandleType t : {HandleType::kContext, HandleType::kBuffer, HandleType::kProgram,
-                         HandleType::kPending}) {
+                         HandleType::kPending, HandleType::kGraph, HandleType::kSequence}) {
       if (tag == static_cast<uint8_t>(t)) actual = HandleTypeName(t);
     }
     return Errorf(VYRE_STATUS_INVALID_HANDLE,

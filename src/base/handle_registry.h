@@ -25,6 +25,8 @@ enum class HandleType : uint8_t {
   kBuffer = 0x02,
   kProgram = 0x03,
   kPending = 0x04,
+  kGraph = 0x05,
+  kSequence = 0x06,
 };
 
 const char* HandleTypeName(HandleType type);

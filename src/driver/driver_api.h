@@ -59,7 +59,20 @@ constexpr int kPinnedDriverVersion = 12000;
   X(cuEventRecord)                             \
   X(cuEventSynchronize)                        \
   X(cuEventQuery)                              \
-  X(cuEventElapsedTime)
+  X(cuEventElapsedTime)                        \
+  X(cuMemcpyDtoDAsync)                         \
+  X(cuStreamBeginCapture)                      \
+  X(cuStreamEndCapture)                        \
+  X(cuGraphInstantiateWithFlags)               \
+  X(cuGraphUpload)                             \
+  X(cuGraphLaunch)                             \
+  X(cuGraphDestroy)                            \
+  X(cuGraphExecDestroy)                        \
+  X(cuGraphGetNodes)                           \
+  X(cuGraphNodeGetType)                        \
+  X(cuGraphMemsetNodeGetParams)                \
+  X(cuGraphExecKernelNodeSetParams)            \
+  X(cuGraphExecMemsetNodeSetParams)
 
 enum class Entry : int {
 #define VYRE_DRIVER_ENUM(name) k_##name,

@@ -5,6 +5,7 @@
 
 #include <cuda.h>
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 
@@ -29,6 +30,11 @@ class Buffer {
   uint64_t handle() const { return handle_; }
   void set_handle(uint64_t bits) { handle_ = bits; }
 
+  // The handle was freed (or its context destroyed). Graphs and sequences that
+  // still hold the memory refuse to run with it from then on.
+  void MarkFreed() { freed_.store(true, std::memory_order_relaxed); }
+  bool freed() const { return freed_.load(std::memory_order_relaxed); }
+
   absl::Status Upload(const vyre_upload_range* ranges, size_t count, const char* what);
   absl::Status Download(const vyre_download_range* ranges, size_t count, const char* what);
 
@@ -43,6 +49,7 @@ class Buffer {
   CUdeviceptr device_;
   uint64_t bytes_;
   uint64_t handle_ = 0;
+  std::atomic<bool> freed_{false};
 };
 
 // Copies at or under this many bytes go through pinned staging (one memcpy

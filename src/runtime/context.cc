@@ -122,6 +122,7 @@ Context::~Context() {
     CUresult r = driver::Api().cuStreamSynchronize(stream_.get());
     if (r != CUDA_SUCCESS) driver::LogReleaseFailure("cuStreamSynchronize", r);
   }
+  capture_stream_.reset();
   modules_.reset();
   events_.reset();
   pinned_pool_.reset();
@@ -180,6 +181,13 @@ std::vector<std::pair<HandleType, uint64_t>> Context::Close() {
   return owned;
 }
 
+absl::StatusOr<CUstream> Context::CaptureStream(const char* what) {
+  if (!capture_stream_) {
+    VYRE_CU(what, cuStreamCreate, capture_stream_.out(), CU_STREAM_NON_BLOCKING);
+  }
+  return capture_stream_.get();
+}
+
 void Context::Trim() {
   device_pool_->Trim();
   pinned_pool_->Trim();
@@ -211,6 +219,13 @@ vyre_telemetry Context::Snapshot() const {
   out.live_buffers = t.live_buffers.Get();
   out.live_programs = t.live_programs.Get();
   out.live_pendings = t.live_pendings.Get();
+  out.graph_records = t.graph_records.Get();
+  out.graph_replays = t.graph_replays.Get();
+  out.graph_uploads_skipped = t.graph_uploads_skipped.Get();
+  out.graph_launches = t.graph_launches.Get();
+  out.sequence_runs = t.sequence_runs.Get();
+  out.live_graphs = t.live_graphs.Get();
+  out.live_sequences = t.live_sequences.Get();
   return out;
 }
 

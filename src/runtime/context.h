@@ -58,6 +58,13 @@ class Context {
   // Marks the context destroyed and returns what it owned.
   std::vector<std::pair<HandleType, uint64_t>> Close();
 
+  // Recording a graph captures on a stream of its own, never on the work
+  // stream, so other threads' dispatches are not swept into the graph. One
+  // recording at a time per context: hold capture_mutex() around the capture
+  // and CaptureStream() (created on first use; the context must be current).
+  std::mutex& capture_mutex() { return capture_mu_; }
+  absl::StatusOr<CUstream> CaptureStream(const char* what);
+
   void Trim();
   vyre_telemetry Snapshot() const;
 
@@ -79,6 +86,9 @@ class Context {
   std::unique_ptr<ModuleCache> modules_;
   CUdeviceptr zero_params_ = 0;
   uint64_t handle_ = 0;
+
+  std::mutex capture_mu_;
+  driver::StreamGuard capture_stream_;  // guarded by capture_mu_
 
   std::mutex recycled_mu_;  // std::mutex: on the async dispatch path
   std::vector<std::shared_ptr<PendingDispatch>> recycled_;

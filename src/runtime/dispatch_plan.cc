@@ -13,6 +13,8 @@ namespace {
 
 constexpr uint32_t kKnownFlags = VYRE_DISPATCH_FLAG_DEVICE_TIMING | VYRE_DISPATCH_FLAG_COOPERATIVE;
 
+}  // namespace
+
 absl::Status BindHost(const char* what, size_t i, const BindingDecl& decl,
                       const vyre_dispatch_binding& in, PlannedBinding* out) {
   if (in.host_bytes == 0) {
@@ -129,6 +131,8 @@ absl::Status CheckLength(const char* what, size_t i, const BindingDecl& decl,
   }
   return absl::OkStatus();
 }
+
+namespace {
 
 absl::Status PlanShape(const Program& program, const vyre_dispatch_desc& desc, const char* what,
                        uint64_t max_elements, DispatchPlan* plan) {

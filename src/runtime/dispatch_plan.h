@@ -62,6 +62,18 @@ struct DispatchPlan {
   uint64_t output_region_bytes = 0;
 };
 
+// One binding of a dispatch, checked against its declaration: a HOST one's
+// pointers and length, a RESIDENT one's buffer, context, range and alignment
+// (BindResident looks the buffer up). CheckLength then checks the length
+// against the element size and declared count and sets the read-back range.
+absl::Status BindHost(const char* what, size_t i, const BindingDecl& decl,
+                      const vyre_dispatch_binding& in, PlannedBinding* out);
+absl::Status BindResident(const char* what, size_t i, const BindingDecl& decl,
+                          const Context& context, const vyre_dispatch_binding& in,
+                          PlannedBinding* out);
+absl::Status CheckLength(const char* what, size_t i, const BindingDecl& decl,
+                         PlannedBinding* bound, uint64_t* elements);
+
 // Validates `desc` against the program and its device and lays out the slabs.
 absl::Status BuildDispatchPlan(const Program& program, const vyre_dispatch_desc& desc,
                                const char* what, DispatchPlan* plan);

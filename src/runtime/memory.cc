@@ -2,6 +2,8 @@
 
 #include <cuda.h>
 
+#include <utility>
+
 #include "absl/strings/str_format.h"
 #include "base/status.h"
 #include "driver/cu_error.h"
@@ -61,6 +63,44 @@ absl::StatusOr<uint64_t> AllocatePinnedBytes(uint64_t bytes, const char* what, T
 void FreePinnedBytes(uint64_t address, uint64_t bytes, Telemetry* t) {
   driver::PinnedMemoryGuard release(reinterpret_cast<void*>(address));
   t->pinned_bytes_live.Sub(bytes);
+}
+
+absl::StatusOr<OwnedBytes> OwnedBytes::Allocate(Kind kind, CUcontext context, Telemetry* t,
+                                                uint64_t bytes, const char* what) {
+  absl::StatusOr<uint64_t> address = kind == Kind::kDevice ? AllocateDeviceBytes(bytes, what, t)
+                                                           : AllocatePinnedBytes(bytes, what, t);
+  if (!address.ok()) return address.status();
+  OwnedBytes owned;
+  owned.kind_ = kind;
+  owned.context_ = context;
+  owned.telemetry_ = t;
+  owned.address_ = *address;
+  owned.bytes_ = bytes;
+  return owned;
+}
+
+OwnedBytes& OwnedBytes::operator=(OwnedBytes&& other) noexcept {
+  if (this != &other) {
+    reset();
+    kind_ = other.kind_;
+    context_ = other.context_;
+    telemetry_ = other.telemetry_;
+    address_ = std::exchange(other.address_, 0);
+    bytes_ = std::exchange(other.bytes_, 0);
+  }
+  return *this;
+}
+
+void OwnedBytes::reset() {
+  if (address_ == 0) return;
+  driver::ScopedContext bind(context_, driver::ScopedContext::Purpose::kRelease);
+  if (kind_ == Kind::kDevice) {
+    FreeDeviceBytes(address_, bytes_, telemetry_);
+  } else {
+    FreePinnedBytes(address_, bytes_, telemetry_);
+  }
+  address_ = 0;
+  bytes_ = 0;
 }
 
 }  // namespace vyre

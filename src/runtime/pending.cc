@@ -1,15 +1,16 @@
 #include "runtime/pending.h"
 
 #include <cstring>
-#include <thread>
 
 #include "absl/container/inlined_vector.h"
 #include "absl/time/clock.h"
+#include "absl/strings/str_format.h"
 #include "absl/time/time.h"
 #include "base/checked_math.h"
 #include "base/log.h"
 #include "base/status.h"
 #include "driver/cu_error.h"
+#include "runtime/kernel_launch.h"
 #include "runtime/memory.h"
 
 namespace vyre {
@@ -201,41 +202,31 @@ absl::Status PendingDispatch::UseParamCache(Program::ParamCache& cache, const ch
 absl::Status PendingDispatch::Launch(const char* what) {
   Context& ctx = context();
   const Program& program = *program_;
-  const std::vector<vyre_kernel_param>& params = program.params();
   // Values first, then pointers to them: the sizes are fixed before any
   // address is taken, so the inline storage never moves.
-  absl::InlinedVector<uint64_t, 16> values(params.size());
-  absl::InlinedVector<void*, 16> args(params.size());
-  for (size_t i = 0; i < params.size(); ++i) {
-    const vyre_kernel_param& p = params[i];
-    switch (p.kind) {
-      case VYRE_PARAM_BINDING: {
-        const PlannedBinding& b = plan_.bindings[p.index];
-        values[i] = b.host ? device_slab_.device() + b.device_offset : b.buffer->device() + b.offset;
-        break;
-      }
-      case VYRE_PARAM_SCALAR32:
-        values[i] = plan_.scalars[p.index] & 0xFFFFFFFFu;  // read as 4 little-endian bytes
-        break;
-      case VYRE_PARAM_SCALAR64: values[i] = plan_.scalars[p.index]; break;
-      case VYRE_PARAM_PARAM_WORDS: values[i] = param_pointer_; break;
-      default: values[i] = 0; break;  // VYRE_PARAM_NULL_POINTER
-    }
-    args[i] = &values[i];
+  KernelValues values;
+  FillKernelValues(
+      program,
+      [&](uint32_t index) -> uint64_t {
+        const PlannedBinding& b = plan_.bindings[index];
+        return b.host ? device_slab_.device() + b.device_offset : b.buffer->device() + b.offset;
+      },
+      param_pointer_, plan_.scalars, &values);
+  KernelArgs args;
+  PointKernelArgs(values, &args);
+  LaunchShape shape;
+  for (int a = 0; a < 3; ++a) {
+    shape.grid[a] = plan_.grid[a];
+    shape.block[a] = plan_.block[a];
   }
-  CUfunction function = program.function();
-  unsigned shared = static_cast<unsigned>(plan_.shared_memory_bytes);
-  if (shared > 48 * 1024) {
-    // Above 48 KiB a kernel must opt in to dynamic shared memory.
-    VYRE_CU(what, cuFuncSetAttribute, function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-            static_cast<int>(shared));
-  }
+  shape.shared_bytes = static_cast<uint32_t>(plan_.shared_memory_bytes);
+  VYRE_RETURN_IF_ERROR(OptInSharedMemory(program, shape.shared_bytes, what));
   bool cooperative = plan_.flags & VYRE_DISPATCH_FLAG_COOPERATIVE;
   if (cooperative) {
     int per_sm = 0;
     uint32_t threads = plan_.block[0] * plan_.block[1] * plan_.block[2];
-    VYRE_CU(what, cuOccupancyMaxActiveBlocksPerMultiprocessor, &per_sm, function,
-            static_cast<int>(threads), shared);
+    VYRE_CU(what, cuOccupancyMaxActiveBlocksPerMultiprocessor, &per_sm, program.function(),
+            static_cast<int>(threads), shape.shared_bytes);
     uint64_t resident = uint64_t(per_sm) * ctx.device().multiprocessor_count;
     uint64_t blocks = uint64_t{plan_.grid[0]} * plan_.grid[1] * plan_.grid[2];
     if (blocks > resident) {
@@ -247,25 +238,9 @@ absl::Status PendingDispatch::Launch(const char* what) {
                     resident);
     }
   }
-  CUstream stream = ctx.stream();
-  for (uint32_t iteration = 0; iteration < plan_.iterations; ++iteration) {
-    device_work_pending_ = true;
-    CUresult r = cooperative
-                     ? driver::Api().cuLaunchCooperativeKernel(
-                           function, plan_.grid[0], plan_.grid[1], plan_.grid[2], plan_.block[0],
-                           plan_.block[1], plan_.block[2], shared, stream, args.data())
-                     : driver::Api().cuLaunchKernel(function, plan_.grid[0], plan_.grid[1],
-                                                    plan_.grid[2], plan_.block[0], plan_.block[1],
-                                                    plan_.block[2], shared, stream, args.data(),
-                                                    nullptr);
-    if (r != CUDA_SUCCESS) {
-      return driver::CuError(r, absl::StrFormat("%s: launching '%s' (iteration %u of %u)", what,
-                                                program.entry(), iteration + 1, plan_.iterations),
-                             cooperative ? "cuLaunchCooperativeKernel" : "cuLaunchKernel");
-    }
-    ctx.telemetry().kernel_launches.Add();
-  }
-  return absl::OkStatus();
+  device_work_pending_ = true;
+  return LaunchKernel(program, shape, plan_.iterations, args.data(), ctx.stream(), cooperative,
+                      &ctx.telemetry(), what);
 }
 
 absl::Status PendingDispatch::EnqueueReadbacks(bool include_direct, const char* what) {
@@ -291,22 +266,14 @@ absl::Status PendingDispatch::Poll(const char* what) {
   if (state_ == State::kWaited || !device_work_pending_) return absl::OkStatus();
   driver::ScopedContext bind(context().cu());
   VYRE_RETURN_IF_ERROR(bind.status(what));
-  CUresult r = driver::Api().cuEventQuery(done_.get());
-  if (r == CUDA_SUCCESS) {
-    // The device is done with resident buffers: a buffer freed while this
-    // dispatch ran is released now, not only when the pending is waited on.
-    for (PlannedBinding& b : plan_.bindings) {
-      if (!b.host) b.buffer.reset();
-    }
-    return absl::OkStatus();
+  VYRE_RETURN_IF_ERROR(
+      PollEvent(done_.get(), what, absl::StrFormat("the dispatch of '%s'", program_->entry())));
+  // The device is done with resident buffers: a buffer freed while this
+  // dispatch ran is released now, not only when the pending is waited on.
+  for (PlannedBinding& b : plan_.bindings) {
+    if (!b.host) b.buffer.reset();
   }
-  if (r == CUDA_ERROR_NOT_READY) {
-    return Errorf(VYRE_STATUS_NOT_READY,
-                  "%s: the dispatch of '%s' is still running. Fix: poll again later or call "
-                  "vyre_pending_wait.",
-                  what, program_->entry());
-  }
-  return driver::CuError(r, what, "cuEventQuery");
+  return absl::OkStatus();
 }
 
 absl::Status PendingDispatch::AwaitDevice(uint64_t timeout_ns, const char* what) {
@@ -316,30 +283,9 @@ absl::Status PendingDispatch::AwaitDevice(uint64_t timeout_ns, const char* what)
     VYRE_CU(what, cuStreamSynchronize, ctx.stream());
     return absl::OkStatus();
   }
-  if (timeout_ns == VYRE_WAIT_FOREVER) {
-    VYRE_CU(what, cuEventSynchronize, done_.get());
-    return absl::OkStatus();
-  }
-  // A bounded wait polls: the driver has no event wait with a timeout. Spin
-  // briefly (short kernels finish within microseconds), then back off.
-  const int64_t deadline = NowNs() + static_cast<int64_t>(
-                                         timeout_ns > INT64_MAX / 2 ? INT64_MAX / 2 : timeout_ns);
-  int64_t sleep_ns = 2000;
-  for (;;) {
-    CUresult r = driver::Api().cuEventQuery(done_.get());
-    if (r == CUDA_SUCCESS) return absl::OkStatus();
-    if (r != CUDA_ERROR_NOT_READY) return driver::CuError(r, what, "cuEventQuery");
-    int64_t now = NowNs();
-    if (now >= deadline) {
-      return Errorf(VYRE_STATUS_TIMEOUT,
-                    "%s: the dispatch of '%s' did not complete within %u ns. Fix: wait again "
-                    "(the dispatch is still pending) or with a longer timeout.",
-                    what, program_->entry(), timeout_ns);
-    }
-    int64_t nap = std::min<int64_t>(sleep_ns, deadline - now);
-    std::this_thread::sleep_for(std::chrono::nanoseconds(nap));
-    sleep_ns = std::min<int64_t>(sleep_ns * 2, 1000000);
-  }
+  if (timeout_ns == VYRE_WAIT_FOREVER) return AwaitEvent(done_.get(), timeout_ns, what, {});
+  return AwaitEvent(done_.get(), timeout_ns, what,
+                    absl::StrFormat("the dispatch of '%s'", program_->entry()));
 }
 
 absl::Status PendingDispatch::Wait(uint64_t timeout_ns, const char* what) {
@@ -434,6 +380,12 @@ absl::StatusOr<vyre_timing> PendingDispatch::Timing(const char* what) {
                   what);
   }
   return timing_;
+}
+
+void PendingDispatch::Recycle(std::shared_ptr<PendingWork> self) {
+  if (synchronous_ || !program_) return;
+  std::shared_ptr<Context> ctx = program_->context_ref();
+  ctx->RecyclePending(std::static_pointer_cast<PendingDispatch>(std::move(self)));
 }
 
 void PendingDispatch::Abandon() {

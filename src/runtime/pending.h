@@ -13,12 +13,13 @@
 #include "absl/status/statusor.h"
 #include "runtime/device_pools.h"
 #include "runtime/dispatch_plan.h"
+#include "runtime/pending_work.h"
 #include "runtime/program.h"
 #include "vyre_cuda.h"
 
 namespace vyre {
 
-class PendingDispatch {
+class PendingDispatch final : public PendingWork {
  public:
   // `synchronous`: the caller waits right away, so completion is a stream
   // synchronise (no event) and large read-backs are issued at enqueue.
@@ -30,23 +31,20 @@ class PendingDispatch {
   // Host clocks are read only when someone can ask for the timing (async
   // handles, a synchronous caller passing out_timing, or trace logging).
   void set_host_timing(bool wanted) { host_timing_ = wanted; }
-  ~PendingDispatch();
+  ~PendingDispatch() override;
   PendingDispatch(const PendingDispatch&) = delete;
   PendingDispatch& operator=(const PendingDispatch&) = delete;
 
   absl::Status Enqueue(const vyre_dispatch_desc& desc, const char* what);
-  // OK when complete, NOT_READY otherwise.
-  absl::Status Poll(const char* what);
-  absl::Status Wait(uint64_t timeout_ns, const char* what);
-  absl::StatusOr<vyre_timing> Timing(const char* what);
-  // Waits for the device work without reading back (release of an unwaited
-  // handle).
-  void Abandon();
+  absl::Status Poll(const char* what) override;
+  absl::Status Wait(uint64_t timeout_ns, const char* what) override;
+  absl::StatusOr<vyre_timing> Timing(const char* what) override;
+  void Abandon() override;
+  std::shared_ptr<Context> context_ref() const override { return program_->context_ref(); }
+  void Recycle(std::shared_ptr<PendingWork> self) override;
 
   Context& context() const { return program_->context(); }
   const std::shared_ptr<Program>& program() const { return program_; }
-  uint64_t handle() const { return handle_; }
-  void set_handle(uint64_t bits) { handle_ = bits; }
 
  private:
   enum class State { kIdle, kInFlight, kWaited };
@@ -68,7 +66,6 @@ class PendingDispatch {
   std::shared_ptr<Program> program_;
   const bool synchronous_;
   bool host_timing_ = true;
-  uint64_t handle_ = 0;
 
   // Guards the state below for async pendings, which any thread may poll or
   // wait on. The synchronous one lives on one caller's stack and takes no

@@ -4,6 +4,8 @@
 #include "runtime/context.h"
 #include "runtime/pending.h"
 #include "runtime/program.h"
+#include "graph/graph.h"
+#include "graph/sequence.h"
 
 namespace vyre {
 
@@ -21,8 +23,16 @@ HandleRegistry<Program>& Programs() {
   static auto* registry = new HandleRegistry<Program>(HandleType::kProgram);
   return *registry;
 }
-HandleRegistry<PendingDispatch>& Pendings() {
-  static auto* registry = new HandleRegistry<PendingDispatch>(HandleType::kPending);
+HandleRegistry<PendingWork>& Pendings() {
+  static auto* registry = new HandleRegistry<PendingWork>(HandleType::kPending);
+  return *registry;
+}
+HandleRegistry<Graph>& Graphs() {
+  static auto* registry = new HandleRegistry<Graph>(HandleType::kGraph);
+  return *registry;
+}
+HandleRegistry<Sequence>& Sequences() {
+  static auto* registry = new HandleRegistry<Sequence>(HandleType::kSequence);
   return *registry;
 }
 
@@ -33,7 +43,13 @@ void RemoveOwnedHandle(HandleType type, uint64_t bits) {
   switch (type) {
     case HandleType::kPending: Pendings().Remove(bits, what).IgnoreError(); break;
     case HandleType::kProgram: Programs().Remove(bits, what).IgnoreError(); break;
-    case HandleType::kBuffer: Buffers().Remove(bits, what).IgnoreError(); break;
+    case HandleType::kBuffer: {
+      auto removed = Buffers().Remove(bits, what);
+      if (removed.ok()) (*removed)->MarkFreed();
+      break;
+    }
+    case HandleType::kGraph: Graphs().Remove(bits, what).IgnoreError(); break;
+    case HandleType::kSequence: Sequences().Remove(bits, what).IgnoreError(); break;
     case HandleType::kContext: Contexts().Remove(bits, what).IgnoreError(); break;
   }
 }

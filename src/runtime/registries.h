@@ -9,12 +9,16 @@ namespace vyre {
 class Context;
 class Buffer;
 class Program;
-class PendingDispatch;
+class PendingWork;
+class Graph;
+class Sequence;
 
 HandleRegistry<Context>& Contexts();
 HandleRegistry<Buffer>& Buffers();
 HandleRegistry<Program>& Programs();
-HandleRegistry<PendingDispatch>& Pendings();
+HandleRegistry<PendingWork>& Pendings();
+HandleRegistry<Graph>& Graphs();
+HandleRegistry<Sequence>& Sequences();
 
 // Removes a handle of any type from its table (used when a context closes).
 void RemoveOwnedHandle(HandleType type, uint64_t bits);

@@ -26,6 +26,8 @@ struct Telemetry {
   Counter module_cache_hits, module_cache_misses, module_loads;
   Counter device_bytes_live, pinned_bytes_live;
   Counter live_buffers, live_programs, live_pendings;
+  Counter graph_records, graph_replays, graph_uploads_skipped, graph_launches, sequence_runs;
+  Counter live_graphs, live_sequences;
 };
 
 }  // namespace vyre

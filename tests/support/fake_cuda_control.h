@@ -49,6 +49,18 @@ typedef struct fake_cuda_stats {
   uint32_t probe_c;
   uint32_t probe_d0;
   uint64_t probe_launches;
+  /* Graphs (levels): those cuStreamEndCapture handed over and not yet
+   * destroyed, and live cuGraphInstantiateWithFlags results. */
+  uint64_t graphs_live;
+  uint64_t graph_execs_live;
+  /* Graphs (cumulative): cuGraphLaunch calls that got to run their nodes, the
+   * nodes they ran (each also counts in kernel_launches, memcpy_*, memsets),
+   * and cuStreamBeginCapture successes. */
+  uint64_t graph_launches;
+  uint64_t graph_nodes_run;
+  uint64_t captures_begun;
+  /* cuMemcpyDtoDAsync copies run (cumulative). */
+  uint64_t memcpy_dtod;
 } fake_cuda_stats;
 
 typedef void (*fake_cuda_get_stats_fn)(fake_cuda_stats* out);

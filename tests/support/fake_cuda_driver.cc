@@ -17,6 +17,34 @@
 // to stderr and counted in fake_cuda_stats.misuse_errors so tests can assert
 // the engine never does it.
 //
+// Stream capture and graphs: cuStreamBeginCapture on a created stream turns
+// its memcpys (HtoD, DtoH, DtoD), byte memsets and kernel launches into nodes
+// of a linear graph instead of running them. Arguments are validated at
+// capture exactly as for a live call; a kernel node copies the argument
+// values of the test kernels above (other kernels keep none and do nothing);
+// copies keep host pointers, read or written when the graph runs. A failed
+// call on a capturing stream invalidates the capture, as do cuStreamSynchronize
+// and cuStreamQuery on it, cuLaunchCooperativeKernel, cuGraphLaunch or
+// cuGraphUpload into it and cuCtxSynchronize while anything captures. The
+// capture modes restrict the "potentially unsafe" calls cuMemAlloc, cuMemFree,
+// cuMemHostAlloc, cuMemFreeHost, cuModuleLoadDataEx, cuModuleUnload and
+// cuStreamSynchronize: forbidden to a thread with a GLOBAL or THREAD_LOCAL
+// capture of its own, and to every thread while some thread captures in
+// GLOBAL mode (every thread's interaction mode is GLOBAL, there being no
+// cuThreadExchangeStreamCaptureMode); such a call fails with
+// CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and invalidates those captures.
+// cuEventRecord on a capturing stream succeeds without a node; the event is
+// then a "captured event" that cuEventQuery, cuEventSynchronize and
+// cuEventElapsedTime reject (CUDA_ERROR_CAPTURED_EVENT) until recorded again
+// outside capture. cuStreamEndCapture hands over the graph, or answers
+// CUDA_ERROR_STREAM_CAPTURE_INVALIDATED with a NULL graph. A CUgraphNode is
+// the captured node; cuGraphInstantiateWithFlags copies the nodes into the
+// executable graph, whose kernel and memset nodes the cuGraphExec*SetParams
+// calls update by naming the original node. cuGraphLaunch runs the nodes in
+// order at once, re-validating every range (device ranges, and host ranges
+// that were pinned at capture) as a live call would. Every violation above is
+// misuse; the errors returned are those of the real driver.
+//
 // Test controls (fake_cuda_control.h): fake_cuda_get_stats, fake_cuda_set_hold.
 // Environment:
 //   FAKE_CUDA_MODE          unset/"ok" normal; "no_device": cuInit says
@@ -38,6 +66,8 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "fake_cuda_control.h"
@@ -96,18 +126,65 @@ struct FakeContext {
 };
 struct FakeModule {
   std::vector<std::string> entries;
+  uint64_t serial = 0;  // unique per load: graph nodes notice an unload and reload
 };
 struct FakeFunction {
   FakeModule* module = nullptr;
   std::string name;
   int max_dynamic_shared_bytes = kSharedBytesPerBlock;
 };
+struct LaunchShape {
+  unsigned grid[3];
+  unsigned block[3];
+  unsigned shared_bytes;
+};
+
+// One operation of a captured graph (CUgraphNode points at one of these).
+enum class NodeOp { kCopyHtoD, kCopyDtoH, kCopyDtoD, kMemset, kKernel };
+struct FakeGraphNode {
+  NodeOp op = NodeOp::kKernel;
+  // Copies and memsets.
+  CUdeviceptr dst = 0;             // HtoD, DtoD, memset
+  CUdeviceptr src = 0;             // DtoH, DtoD
+  void* host_dst = nullptr;        // DtoH
+  const void* host_src = nullptr;  // HtoD
+  bool host_pinned = false;        // the host range was pinned memory at capture
+  size_t bytes = 0;
+  unsigned char value = 0;         // memset
+  // Kernels: the function is named by its module's load and its name.
+  uint64_t module_serial = 0;
+  std::string kernel;
+  LaunchShape shape{};
+  std::vector<unsigned char> args;  // packed like a CU_LAUNCH_PARAM_BUFFER_POINTER block
+
+  CUgraphNodeType type() const {
+    if (op == NodeOp::kKernel) return CU_GRAPH_NODE_TYPE_KERNEL;
+    return op == NodeOp::kMemset ? CU_GRAPH_NODE_TYPE_MEMSET : CU_GRAPH_NODE_TYPE_MEMCPY;
+  }
+};
+struct FakeGraph {
+  std::vector<std::unique_ptr<FakeGraphNode>> nodes;  // in capture order
+};
+struct FakeGraphExec {
+  FakeGraph* source = nullptr;  // null once the graph it came from is destroyed
+  std::vector<FakeGraphNode> nodes;
+  std::map<const FakeGraphNode*, size_t> index;  // original node -> its copy in `nodes`
+};
+struct FakeCapture {
+  std::unique_ptr<FakeGraph> graph;
+  CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
+  std::thread::id thread;  // the thread that began it
+  bool invalidated = false;
+};
+
 struct FakeStream {
   unsigned flags = 0;
+  std::unique_ptr<FakeCapture> capture;  // set while capturing
 };
 struct FakeEvent {
   unsigned flags = 0;
   bool recorded = false;
+  bool captured = false;  // last recorded in a capturing stream
   std::chrono::steady_clock::time_point time;
 };
 
@@ -127,6 +204,10 @@ struct State {
   std::map<FakeFunction*, std::unique_ptr<FakeFunction>> functions;
   std::set<FakeStream*> streams;
   std::set<FakeEvent*> events;
+  std::map<FakeGraph*, std::unique_ptr<FakeGraph>> graphs;  // handed over by cuStreamEndCapture
+  std::set<FakeGraphNode*> graph_nodes;                     // the nodes of `graphs`
+  std::map<FakeGraphExec*, std::unique_ptr<FakeGraphExec>> graph_execs;
+  uint64_t module_serial = 0;
   fake_cuda_stats stats{};
 };
 
@@ -207,6 +288,75 @@ CUresult CheckStream(CUstream stream, const char* fn) {
   return CUDA_SUCCESS;
 }
 
+// The object behind a created stream; null for the NULL, legacy and
+// per-thread streams (and for unknown handles, which CheckStream rejects).
+FakeStream* FindStream(CUstream stream) {
+  auto* s = reinterpret_cast<FakeStream*>(stream);
+  return S().streams.count(s) ? s : nullptr;
+}
+
+bool IsLegacyStream(CUstream stream) { return stream == nullptr || stream == CU_STREAM_LEGACY; }
+
+// Work on the legacy stream waits for every blocking stream; a blocking stream
+// that captures would thereby join the capture: CUDA_ERROR_STREAM_CAPTURE_IMPLICIT,
+// and that capture is invalidated.
+CUresult RejectImplicitCaptureDependency(CUstream stream, const char* fn) {
+  if (!IsLegacyStream(stream)) return CUDA_SUCCESS;
+  bool conflict = false;
+  for (FakeStream* s : S().streams) {
+    if (s->capture && (s->flags & CU_STREAM_NON_BLOCKING) == 0) {
+      s->capture->invalidated = true;
+      conflict = true;
+    }
+  }
+  if (!conflict) return CUDA_SUCCESS;
+  return Misuse(CUDA_ERROR_STREAM_CAPTURE_IMPLICIT,
+                "%s on the legacy stream while a blocking stream captures", fn);
+}
+
+// Where work enqueued on `stream` goes: *capture is the capture it joins, or
+// null to run it now. A capture already invalidated takes no more work.
+CUresult StreamCapture(CUstream stream, const char* fn, FakeCapture** capture) {
+  *capture = nullptr;
+  if (CUresult r = RejectImplicitCaptureDependency(stream, fn)) return r;
+  FakeStream* s = FindStream(stream);
+  if (s == nullptr || !s->capture) return CUDA_SUCCESS;
+  if (s->capture->invalidated) return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+  *capture = s->capture.get();
+  return CUDA_SUCCESS;
+}
+
+// A call that capture does not support, made on a capturing stream: fails and
+// invalidates the capture.
+CUresult RejectOnCapturingStream(CUstream stream, const char* fn) {
+  FakeStream* s = FindStream(stream);
+  if (s == nullptr || !s->capture) return CUDA_SUCCESS;
+  s->capture->invalidated = true;
+  return Misuse(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, "%s on a capturing stream", fn);
+}
+
+// "Potentially unsafe" calls (allocation, freeing, module loading, stream
+// synchronisation) are forbidden to a thread with a capture of its own not
+// begun in RELAXED mode, and, since every thread's interaction mode is the
+// default GLOBAL, to all threads while any capture runs in GLOBAL mode. The
+// call fails and invalidates those captures.
+CUresult RejectUnsafeDuringCapture(const char* fn) {
+  const std::thread::id self = std::this_thread::get_id();
+  bool conflict = false;
+  for (FakeStream* s : S().streams) {
+    FakeCapture* c = s->capture.get();
+    if (c == nullptr) continue;
+    bool own = c->thread == self && c->mode != CU_STREAM_CAPTURE_MODE_RELAXED;
+    if (own || c->mode == CU_STREAM_CAPTURE_MODE_GLOBAL) {
+      c->invalidated = true;
+      conflict = true;
+    }
+  }
+  if (!conflict) return CUDA_SUCCESS;
+  return Misuse(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED,
+                "%s during a GLOBAL or THREAD_LOCAL stream capture", fn);
+}
+
 FakeEvent* FindEvent(CUevent event) {
   auto* e = reinterpret_cast<FakeEvent*>(event);
   return S().events.count(e) ? e : nullptr;
@@ -276,6 +426,19 @@ constexpr ErrorText kErrors[] = {
     {CUDA_ERROR_LAUNCH_FAILED, "CUDA_ERROR_LAUNCH_FAILED", "unspecified launch failure"},
     {CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE, "CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE",
      "too many blocks in cooperative launch"},
+    {CUDA_ERROR_ILLEGAL_STATE, "CUDA_ERROR_ILLEGAL_STATE",
+     "the operation cannot be performed in the present state"},
+    {CUDA_ERROR_NOT_SUPPORTED, "CUDA_ERROR_NOT_SUPPORTED", "operation not supported"},
+    {CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED",
+     "operation not permitted when stream is capturing"},
+    {CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED",
+     "operation failed due to a previous error during capture"},
+    {CUDA_ERROR_STREAM_CAPTURE_IMPLICIT, "CUDA_ERROR_STREAM_CAPTURE_IMPLICIT",
+     "operation would make the legacy stream depend on a capturing blocking stream"},
+    {CUDA_ERROR_CAPTURED_EVENT, "CUDA_ERROR_CAPTURED_EVENT",
+     "operation not permitted on an event last recorded in a capturing stream"},
+    {CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD, "CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD",
+     "attempt to terminate a thread-local capture sequence from another thread"},
     {CUDA_ERROR_UNKNOWN, "CUDA_ERROR_UNKNOWN", "unknown error"},
 };
 
@@ -427,6 +590,17 @@ CUresult fake_cuCtxSetCurrent(CUcontext context) {
 CUresult fake_cuCtxSynchronize() {
   Lock lock(S().mu);
   if (CUresult r = RequireContext("cuCtxSynchronize")) return r;
+  // It would wait for every stream, capturing ones included: whatever the mode.
+  bool capturing = false;
+  for (FakeStream* s : S().streams) {
+    if (s->capture) {
+      s->capture->invalidated = true;
+      capturing = true;
+    }
+  }
+  if (capturing) {
+    return Misuse(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, "cuCtxSynchronize while a stream captures");
+  }
   WaitWhileHeld(lock);
   return CUDA_SUCCESS;
 }
@@ -449,6 +623,7 @@ CUresult fake_cuMemGetInfo(size_t* free_bytes, size_t* total_bytes) {
 CUresult fake_cuMemAlloc(CUdeviceptr* ptr, size_t bytes) {
   Lock lock(S().mu);
   if (CUresult r = RequireContext("cuMemAlloc")) return r;
+  if (CUresult r = RejectUnsafeDuringCapture("cuMemAlloc")) return r;
   if (ptr == nullptr) return Misuse(CUDA_ERROR_INVALID_VALUE, "cuMemAlloc: NULL dptr");
   if (bytes == 0) return Misuse(CUDA_ERROR_INVALID_VALUE, "cuMemAlloc of 0 bytes");
   State& s = S();
@@ -468,6 +643,7 @@ CUresult fake_cuMemAlloc(CUdeviceptr* ptr, size_t bytes) {
 CUresult fake_cuMemFree(CUdeviceptr ptr) {
   Lock lock(S().mu);
   if (CUresult r = RequireContext("cuMemFree")) return r;
+  if (CUresult r = RejectUnsafeDuringCapture("cuMemFree")) return r;
   State& s = S();
   auto it = s.device_allocations.find(static_cast<uintptr_t>(ptr));
   if (it == s.device_allocations.end()) {
@@ -484,6 +660,7 @@ CUresult fake_cuMemHostAlloc(void** ptr, size_t bytes, unsigned int flags) {
   (void)flags;
   Lock lock(S().mu);
   if (CUresult r = RequireContext("cuMemHostAlloc")) return r;
+  if (CUresult r = RejectUnsafeDuringCapture("cuMemHostAlloc")) return r;
   if (ptr == nullptr) return Misuse(CUDA_ERROR_INVALID_VALUE, "cuMemHostAlloc: NULL pp");
   if (bytes == 0) return Misuse(CUDA_ERROR_INVALID_VALUE, "cuMemHostAlloc of 0 bytes");
   void* memory = nullptr;
@@ -498,6 +675,7 @@ CUresult fake_cuMemHostAlloc(void** ptr, size_t bytes, unsigned int flags) {
 CUresult fake_cuMemFreeHost(void* ptr) {
   Lock lock(S().mu);
   if (CUresult r = RequireContext("cuMemFreeHost")) return r;
+  if (CUresult r = RejectUnsafeDuringCapture("cuMemFreeHost")) return r;
   State& s = S();
   auto it = s.pinned_allocations.find(reinterpret_cast<uintptr_t>(ptr));
   if (it == s.pinned_allocations.end()) {
@@ -510,36 +688,146 @@ CUresult fake_cuMemFreeHost(void* ptr) {
   return CUDA_SUCCESS;
 }
 
+// True when [ptr, ptr + bytes) lies inside one live pinned host allocation.
+bool PinnedRangeValid(const void* ptr, uint64_t bytes) {
+  const auto& allocs = S().pinned_allocations;
+  auto it = allocs.upper_bound(reinterpret_cast<uintptr_t>(ptr));
+  if (it == allocs.begin()) return false;
+  --it;
+  uint64_t offset = reinterpret_cast<uintptr_t>(ptr) - it->first;
+  return offset <= it->second && bytes <= it->second - offset;
+}
+
+// Validates a copy or memset against live memory: when it is called (run at
+// once or captured) and again every time a graph holding it runs.
+CUresult CheckTransfer(const FakeGraphNode& n, const char* fn) {
+  switch (n.op) {
+    case NodeOp::kCopyHtoD:
+      if (CUresult r = CheckDeviceRange(n.dst, n.bytes, fn)) return r;
+      if (n.bytes > 0 && n.host_src == nullptr) {
+        return Misuse(CUDA_ERROR_INVALID_VALUE, "%s: NULL src", fn);
+      }
+      break;
+    case NodeOp::kCopyDtoH:
+      if (CUresult r = CheckDeviceRange(n.src, n.bytes, fn)) return r;
+      if (n.bytes > 0 && n.host_dst == nullptr) {
+        return Misuse(CUDA_ERROR_INVALID_VALUE, "%s: NULL dst", fn);
+      }
+      break;
+    case NodeOp::kCopyDtoD:
+      if (CUresult r = CheckDeviceRange(n.dst, n.bytes, fn)) return r;
+      if (CUresult r = CheckDeviceRange(n.src, n.bytes, fn)) return r;
+      break;
+    case NodeOp::kMemset:
+      if (CUresult r = CheckDeviceRange(n.dst, n.bytes, fn)) return r;
+      break;
+    case NodeOp::kKernel:
+      break;
+  }
+  if (n.host_pinned) {
+    const void* host = n.op == NodeOp::kCopyHtoD ? n.host_src : n.host_dst;
+    if (!PinnedRangeValid(host, n.bytes)) {
+      return Misuse(CUDA_ERROR_INVALID_VALUE,
+                    "%s: pinned host range [%p, +%zu) of a graph's copy is no longer inside a "
+                    "live pinned allocation",
+                    fn, host, n.bytes);
+    }
+  }
+  return CUDA_SUCCESS;
+}
+
+// Performs a validated copy or memset and counts it.
+void RunTransfer(const FakeGraphNode& n) {
+  fake_cuda_stats& st = S().stats;
+  void* dst = reinterpret_cast<void*>(static_cast<uintptr_t>(n.dst));
+  const void* src = reinterpret_cast<const void*>(static_cast<uintptr_t>(n.src));
+  switch (n.op) {
+    case NodeOp::kCopyHtoD:
+      if (n.bytes > 0) std::memcpy(dst, n.host_src, n.bytes);
+      ++st.memcpy_htod;
+      break;
+    case NodeOp::kCopyDtoH:
+      if (n.bytes > 0) std::memcpy(n.host_dst, src, n.bytes);
+      ++st.memcpy_dtoh;
+      break;
+    case NodeOp::kCopyDtoD:
+      if (n.bytes > 0) std::memmove(dst, src, n.bytes);
+      ++st.memcpy_dtod;
+      break;
+    case NodeOp::kMemset:
+      if (n.bytes > 0) std::memset(dst, n.value, n.bytes);
+      ++st.memsets;
+      break;
+    case NodeOp::kKernel:
+      break;
+  }
+}
+
+// A copy or memset enqueued on `stream`: runs at once, or becomes a node of
+// the stream's capture. A failed call invalidates the capture.
+CUresult SubmitTransfer(CUstream stream, FakeGraphNode node, const char* fn) {
+  FakeCapture* capture = nullptr;
+  if (CUresult r = StreamCapture(stream, fn, &capture)) return r;
+  if (CUresult r = CheckTransfer(node, fn)) {
+    if (capture != nullptr) capture->invalidated = true;
+    return r;
+  }
+  if (capture == nullptr) {
+    RunTransfer(node);
+    return CUDA_SUCCESS;
+  }
+  if (node.op == NodeOp::kCopyHtoD) node.host_pinned = PinnedRangeValid(node.host_src, node.bytes);
+  if (node.op == NodeOp::kCopyDtoH) node.host_pinned = PinnedRangeValid(node.host_dst, node.bytes);
+  capture->graph->nodes.push_back(std::make_unique<FakeGraphNode>(std::move(node)));
+  return CUDA_SUCCESS;
+}
+
 CUresult fake_cuMemcpyHtoDAsync(CUdeviceptr dst, const void* src, size_t bytes, CUstream stream) {
   Lock lock(S().mu);
   if (CUresult r = RequireContext("cuMemcpyHtoDAsync")) return r;
   if (CUresult r = CheckStream(stream, "cuMemcpyHtoDAsync")) return r;
-  if (CUresult r = CheckDeviceRange(dst, bytes, "cuMemcpyHtoDAsync")) return r;
-  if (bytes > 0 && src == nullptr) return Misuse(CUDA_ERROR_INVALID_VALUE, "cuMemcpyHtoDAsync: NULL src");
-  if (bytes > 0) std::memcpy(reinterpret_cast<void*>(dst), src, bytes);
-  ++S().stats.memcpy_htod;
-  return CUDA_SUCCESS;
+  FakeGraphNode node;
+  node.op = NodeOp::kCopyHtoD;
+  node.dst = dst;
+  node.host_src = src;
+  node.bytes = bytes;
+  return SubmitTransfer(stream, std::move(node), "cuMemcpyHtoDAsync");
 }
 
 CUresult fake_cuMemcpyDtoHAsync(void* dst, CUdeviceptr src, size_t bytes, CUstream stream) {
   Lock lock(S().mu);
   if (CUresult r = RequireContext("cuMemcpyDtoHAsync")) return r;
   if (CUresult r = CheckStream(stream, "cuMemcpyDtoHAsync")) return r;
-  if (CUresult r = CheckDeviceRange(src, bytes, "cuMemcpyDtoHAsync")) return r;
-  if (bytes > 0 && dst == nullptr) return Misuse(CUDA_ERROR_INVALID_VALUE, "cuMemcpyDtoHAsync: NULL dst");
-  if (bytes > 0) std::memcpy(dst, reinterpret_cast<const void*>(src), bytes);
-  ++S().stats.memcpy_dtoh;
-  return CUDA_SUCCESS;
+  FakeGraphNode node;
+  node.op = NodeOp::kCopyDtoH;
+  node.src = src;
+  node.host_dst = dst;
+  node.bytes = bytes;
+  return SubmitTransfer(stream, std::move(node), "cuMemcpyDtoHAsync");
+}
+
+CUresult fake_cuMemcpyDtoDAsync(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream stream) {
+  Lock lock(S().mu);
+  if (CUresult r = RequireContext("cuMemcpyDtoDAsync")) return r;
+  if (CUresult r = CheckStream(stream, "cuMemcpyDtoDAsync")) return r;
+  FakeGraphNode node;
+  node.op = NodeOp::kCopyDtoD;
+  node.dst = dst;
+  node.src = src;
+  node.bytes = bytes;
+  return SubmitTransfer(stream, std::move(node), "cuMemcpyDtoDAsync");
 }
 
 CUresult fake_cuMemsetD8Async(CUdeviceptr dst, unsigned char value, size_t bytes, CUstream stream) {
   Lock lock(S().mu);
   if (CUresult r = RequireContext("cuMemsetD8Async")) return r;
   if (CUresult r = CheckStream(stream, "cuMemsetD8Async")) return r;
-  if (CUresult r = CheckDeviceRange(dst, bytes, "cuMemsetD8Async")) return r;
-  if (bytes > 0) std::memset(reinterpret_cast<void*>(dst), value, bytes);
-  ++S().stats.memsets;
-  return CUDA_SUCCESS;
+  FakeGraphNode node;
+  node.op = NodeOp::kMemset;
+  node.dst = dst;
+  node.value = value;
+  node.bytes = bytes;
+  return SubmitTransfer(stream, std::move(node), "cuMemsetD8Async");
 }
 
 // ---------------------------------------------------------------------------
@@ -679,6 +967,7 @@ CUresult fake_cuModuleLoadDataEx(CUmodule* module, const void* image, unsigned i
                                  CUjit_option* options, void** values) {
   Lock lock(S().mu);
   if (CUresult r = RequireContext("cuModuleLoadDataEx")) return r;
+  if (CUresult r = RejectUnsafeDuringCapture("cuModuleLoadDataEx")) return r;
   if (module == nullptr || image == nullptr) {
     return Misuse(CUDA_ERROR_INVALID_VALUE, "cuModuleLoadDataEx: NULL module or image");
   }
@@ -691,7 +980,7 @@ CUresult fake_cuModuleLoadDataEx(CUmodule* module, const void* image, unsigned i
     WriteJitErrorLog(count, options, values, "fake ptxas: no .entry found");
     return CUDA_ERROR_INVALID_PTX;
   }
-  auto* m = new FakeModule{std::move(names)};
+  auto* m = new FakeModule{std::move(names), ++S().module_serial};
   S().modules.insert(m);
   ++S().stats.module_loads;
   *module = reinterpret_cast<CUmodule>(m);
@@ -701,6 +990,7 @@ CUresult fake_cuModuleLoadDataEx(CUmodule* module, const void* image, unsigned i
 CUresult fake_cuModuleUnload(CUmodule module) {
   Lock lock(S().mu);
   if (CUresult r = RequireContext("cuModuleUnload")) return r;
+  if (CUresult r = RejectUnsafeDuringCapture("cuModuleUnload")) return r;
   State& s = S();
   auto* m = reinterpret_cast<FakeModule*>(module);
   if (s.modules.erase(m) == 0) {
@@ -812,16 +1102,22 @@ class KernelArgs {
   // (`offset_sizes` are their sizes, for the packed-buffer layout).
   template <typename T>
   bool Read(size_t index, std::initializer_list<size_t> previous_sizes, T* out) const {
-    if (params_ != nullptr) {
-      if (params_[index] == nullptr) return false;
-      std::memcpy(out, params_[index], sizeof(T));
-      return true;
-    }
     size_t offset = 0;
     for (size_t size : previous_sizes) offset = (offset + size - 1) / size * size + size;
     offset = (offset + sizeof(T) - 1) / sizeof(T) * sizeof(T);
-    if (buffer_ == nullptr || offset + sizeof(T) > buffer_size_) return false;
-    std::memcpy(out, buffer_ + offset, sizeof(T));
+    return ReadBytes(index, offset, sizeof(T), out);
+  }
+
+  // Reads the `size` bytes of argument `index`, found at `offset` in a packed
+  // buffer.
+  bool ReadBytes(size_t index, size_t offset, size_t size, void* out) const {
+    if (params_ != nullptr) {
+      if (params_[index] == nullptr) return false;
+      std::memcpy(out, params_[index], size);
+      return true;
+    }
+    if (buffer_ == nullptr || offset + size > buffer_size_) return false;
+    std::memcpy(out, buffer_ + offset, size);
     return true;
   }
 
@@ -921,6 +1217,34 @@ CUresult RunProbeParams(const char* name, const KernelArgs& args) {
   return CUDA_SUCCESS;
 }
 
+// The argument sizes of the kernels that run on the host; other kernels do
+// nothing, so a graph keeps no arguments for them.
+std::vector<size_t> KernelParamSizes(const std::string& name) {
+  if (name == "vyre_test_add_u32" || name == "vyre_selftest_add_u32") return {8, 8, 8, 8};
+  if (name == "vyre_test_inc_u32") return {8, 8};
+  if (name == "vyre_test_saxpy_f32") return {4, 8, 8, 8};
+  if (name == "vyre_test_probe_params") return {8, 8, 4, 8};
+  return {};
+}
+
+// Copies a launch's argument values into a packed buffer (the layout of a
+// CU_LAUNCH_PARAM_BUFFER_POINTER block), as a graph's kernel node keeps them.
+CUresult PackKernelArgs(const std::string& name, const KernelArgs& args,
+                        std::vector<unsigned char>* packed) {
+  packed->clear();
+  size_t offset = 0;
+  const std::vector<size_t> sizes = KernelParamSizes(name);
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    offset = (offset + sizes[i] - 1) / sizes[i] * sizes[i];
+    packed->resize(offset + sizes[i]);
+    if (!args.ReadBytes(i, offset, sizes[i], packed->data() + offset)) {
+      return BadArgs(name.c_str());
+    }
+    offset += sizes[i];
+  }
+  return CUDA_SUCCESS;
+}
+
 CUresult RunKernel(const std::string& name, const KernelArgs& args, uint64_t threads) {
   if (name == "vyre_test_add_u32" || name == "vyre_selftest_add_u32") {
     return RunAddU32(name.c_str(), args, threads);
@@ -930,12 +1254,6 @@ CUresult RunKernel(const std::string& name, const KernelArgs& args, uint64_t thr
   if (name == "vyre_test_probe_params") return RunProbeParams(name.c_str(), args);
   return CUDA_SUCCESS;  // other kernels do nothing
 }
-
-struct LaunchShape {
-  unsigned grid[3];
-  unsigned block[3];
-  unsigned shared_bytes;
-};
 
 CUresult CheckLaunchShape(const FakeFunction& f, const LaunchShape& shape) {
   for (int d = 0; d < 3; ++d) {
@@ -951,11 +1269,23 @@ CUresult CheckLaunchShape(const FakeFunction& f, const LaunchShape& shape) {
   return CUDA_SUCCESS;
 }
 
-CUresult Launch(const char* fn, CUfunction function, const LaunchShape& shape, CUstream stream,
-                void** params, void** extra, bool cooperative) {
-  Lock lock(S().mu);
-  if (CUresult r = RequireContext(fn)) return r;
-  if (CUresult r = CheckStream(stream, fn)) return r;
+// Counts a launch of `shape` and runs the kernel on the host.
+CUresult RunLaunch(const std::string& name, const LaunchShape& shape, const KernelArgs& args,
+                   bool cooperative) {
+  fake_cuda_stats& st = S().stats;
+  ++st.kernel_launches;
+  if (cooperative) ++st.cooperative_launches;
+  std::copy(shape.grid, shape.grid + 3, st.last_grid);
+  std::copy(shape.block, shape.block + 3, st.last_block);
+  st.last_shared_bytes = shape.shared_bytes;
+  std::snprintf(st.last_kernel, sizeof(st.last_kernel), "%s", name.c_str());
+  uint64_t block_threads = uint64_t{shape.block[0]} * shape.block[1] * shape.block[2];
+  uint64_t blocks = uint64_t{shape.grid[0]} * shape.grid[1] * shape.grid[2];
+  return RunKernel(name, args, blocks * block_threads);
+}
+
+CUresult LaunchOrCapture(const char* fn, CUfunction function, const LaunchShape& shape,
+                         void** params, void** extra, bool cooperative, FakeCapture* capture) {
   FakeFunction* f = FindFunction(function);
   if (f == nullptr) return Misuse(CUDA_ERROR_INVALID_HANDLE, "%s: unknown function", fn);
   if (CUresult r = CheckLaunchShape(*f, shape)) {
@@ -973,14 +1303,30 @@ CUresult Launch(const char* fn, CUfunction function, const LaunchShape& shape, C
   }
   KernelArgs args(params, extra);
   if (!args.present()) return Misuse(CUDA_ERROR_INVALID_VALUE, "%s: no kernel parameters", fn);
-  fake_cuda_stats& st = S().stats;
-  ++st.kernel_launches;
-  if (cooperative) ++st.cooperative_launches;
-  std::copy(shape.grid, shape.grid + 3, st.last_grid);
-  std::copy(shape.block, shape.block + 3, st.last_block);
-  st.last_shared_bytes = shape.shared_bytes;
-  std::snprintf(st.last_kernel, sizeof(st.last_kernel), "%s", f->name.c_str());
-  return RunKernel(f->name, args, blocks * block_threads);
+  if (capture == nullptr) return RunLaunch(f->name, shape, args, cooperative);
+  auto node = std::make_unique<FakeGraphNode>();
+  node->op = NodeOp::kKernel;
+  node->module_serial = f->module->serial;
+  node->kernel = f->name;
+  node->shape = shape;
+  if (CUresult r = PackKernelArgs(f->name, args, &node->args)) return r;
+  capture->graph->nodes.push_back(std::move(node));
+  return CUDA_SUCCESS;
+}
+
+CUresult Launch(const char* fn, CUfunction function, const LaunchShape& shape, CUstream stream,
+                void** params, void** extra, bool cooperative) {
+  Lock lock(S().mu);
+  if (CUresult r = RequireContext(fn)) return r;
+  if (CUresult r = CheckStream(stream, fn)) return r;
+  if (cooperative) {
+    if (CUresult r = RejectOnCapturingStream(stream, fn)) return r;
+  }
+  FakeCapture* capture = nullptr;
+  if (CUresult r = StreamCapture(stream, fn, &capture)) return r;
+  CUresult r = LaunchOrCapture(fn, function, shape, params, extra, cooperative, capture);
+  if (r != CUDA_SUCCESS && capture != nullptr) capture->invalidated = true;
+  return r;
 }
 
 CUresult fake_cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
@@ -1015,10 +1361,16 @@ CUresult fake_cuStreamDestroy(CUstream stream) {
   Lock lock(S().mu);
   if (CUresult r = RequireContext("cuStreamDestroy")) return r;
   auto* s = reinterpret_cast<FakeStream*>(stream);
-  if (S().streams.erase(s) == 0) {
+  if (S().streams.count(s) == 0) {
     return Misuse(CUDA_ERROR_INVALID_HANDLE, "cuStreamDestroy: unknown stream %p",
                   static_cast<void*>(stream));
   }
+  if (s->capture) {
+    // Kept alive (and its capture invalidated) so the capture can still be ended.
+    s->capture->invalidated = true;
+    return Misuse(CUDA_ERROR_ILLEGAL_STATE, "cuStreamDestroy on a capturing stream");
+  }
+  S().streams.erase(s);
   delete s;
   return CUDA_SUCCESS;
 }
@@ -1027,6 +1379,9 @@ CUresult fake_cuStreamSynchronize(CUstream stream) {
   Lock lock(S().mu);
   if (CUresult r = RequireContext("cuStreamSynchronize")) return r;
   if (CUresult r = CheckStream(stream, "cuStreamSynchronize")) return r;
+  if (CUresult r = RejectOnCapturingStream(stream, "cuStreamSynchronize")) return r;
+  if (CUresult r = RejectImplicitCaptureDependency(stream, "cuStreamSynchronize")) return r;
+  if (CUresult r = RejectUnsafeDuringCapture("cuStreamSynchronize")) return r;
   WaitWhileHeld(lock);
   return CUDA_SUCCESS;
 }
@@ -1035,6 +1390,7 @@ CUresult fake_cuStreamQuery(CUstream stream) {
   Lock lock(S().mu);
   if (CUresult r = RequireContext("cuStreamQuery")) return r;
   if (CUresult r = CheckStream(stream, "cuStreamQuery")) return r;
+  if (CUresult r = RejectOnCapturingStream(stream, "cuStreamQuery")) return r;
   return S().hold ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS;
 }
 
@@ -1067,6 +1423,15 @@ CUresult fake_cuEventRecord(CUevent event, CUstream stream) {
   if (CUresult r = CheckStream(stream, "cuEventRecord")) return r;
   FakeEvent* e = FindEvent(event);
   if (e == nullptr) return Misuse(CUDA_ERROR_INVALID_HANDLE, "cuEventRecord: unknown event");
+  FakeCapture* capture = nullptr;
+  if (CUresult r = StreamCapture(stream, "cuEventRecord", &capture)) return r;
+  if (capture != nullptr) {
+    // Legal (it orders other streams' work into the capture), but the event
+    // then stands for no completed work: waiting on it is an error.
+    e->captured = true;
+    return CUDA_SUCCESS;
+  }
+  e->captured = false;
   e->recorded = true;
   e->time = std::chrono::steady_clock::now();
   return CUDA_SUCCESS;
@@ -1075,8 +1440,11 @@ CUresult fake_cuEventRecord(CUevent event, CUstream stream) {
 CUresult fake_cuEventSynchronize(CUevent event) {
   Lock lock(S().mu);
   if (CUresult r = RequireContext("cuEventSynchronize")) return r;
-  if (FindEvent(event) == nullptr) {
-    return Misuse(CUDA_ERROR_INVALID_HANDLE, "cuEventSynchronize: unknown event");
+  FakeEvent* e = FindEvent(event);
+  if (e == nullptr) return Misuse(CUDA_ERROR_INVALID_HANDLE, "cuEventSynchronize: unknown event");
+  if (e->captured) {
+    return Misuse(CUDA_ERROR_CAPTURED_EVENT,
+                  "cuEventSynchronize on an event last recorded in a capturing stream");
   }
   WaitWhileHeld(lock);
   return CUDA_SUCCESS;
@@ -1085,8 +1453,11 @@ CUresult fake_cuEventSynchronize(CUevent event) {
 CUresult fake_cuEventQuery(CUevent event) {
   Lock lock(S().mu);
   if (CUresult r = RequireContext("cuEventQuery")) return r;
-  if (FindEvent(event) == nullptr) {
-    return Misuse(CUDA_ERROR_INVALID_HANDLE, "cuEventQuery: unknown event");
+  FakeEvent* e = FindEvent(event);
+  if (e == nullptr) return Misuse(CUDA_ERROR_INVALID_HANDLE, "cuEventQuery: unknown event");
+  if (e->captured) {
+    return Misuse(CUDA_ERROR_CAPTURED_EVENT,
+                  "cuEventQuery on an event last recorded in a capturing stream");
   }
   return S().hold ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS;
 }
@@ -1100,6 +1471,10 @@ CUresult fake_cuEventElapsedTime(float* ms, CUevent start, CUevent end) {
     return Misuse(CUDA_ERROR_INVALID_HANDLE, "cuEventElapsedTime: unknown event");
   }
   if (ms == nullptr) return Misuse(CUDA_ERROR_INVALID_VALUE, "cuEventElapsedTime: NULL");
+  if (s->captured || e->captured) {
+    return Misuse(CUDA_ERROR_CAPTURED_EVENT,
+                  "cuEventElapsedTime on an event last recorded in a capturing stream");
+  }
   if ((s->flags | e->flags) & CU_EVENT_DISABLE_TIMING) {
     return Misuse(CUDA_ERROR_INVALID_HANDLE,
                   "cuEventElapsedTime on an event created with CU_EVENT_DISABLE_TIMING");
@@ -1109,6 +1484,342 @@ CUresult fake_cuEventElapsedTime(float* ms, CUevent start, CUevent end) {
   }
   if (S().hold) return CUDA_ERROR_NOT_READY;
   *ms = std::chrono::duration<float, std::milli>(e->time - s->time).count();
+  return CUDA_SUCCESS;
+}
+
+// ---------------------------------------------------------------------------
+// Stream capture and graphs
+// ---------------------------------------------------------------------------
+
+CUresult fake_cuStreamBeginCapture(CUstream stream, CUstreamCaptureMode mode) {
+  Lock lock(S().mu);
+  if (CUresult r = RequireContext("cuStreamBeginCapture")) return r;
+  if (IsLegacyStream(stream)) {
+    return Misuse(CUDA_ERROR_INVALID_VALUE, "cuStreamBeginCapture on the legacy stream");
+  }
+  if (stream == CU_STREAM_PER_THREAD) {
+    return Misuse(CUDA_ERROR_NOT_SUPPORTED,
+                  "cuStreamBeginCapture: the fake does not capture the per-thread stream");
+  }
+  if (CUresult r = CheckStream(stream, "cuStreamBeginCapture")) return r;
+  if (mode != CU_STREAM_CAPTURE_MODE_GLOBAL && mode != CU_STREAM_CAPTURE_MODE_THREAD_LOCAL &&
+      mode != CU_STREAM_CAPTURE_MODE_RELAXED) {
+    return Misuse(CUDA_ERROR_INVALID_VALUE, "cuStreamBeginCapture: unknown mode %d",
+                  static_cast<int>(mode));
+  }
+  FakeStream* s = FindStream(stream);
+  if (s->capture) {
+    return Misuse(CUDA_ERROR_ILLEGAL_STATE, "cuStreamBeginCapture on a stream already capturing");
+  }
+  s->capture = std::make_unique<FakeCapture>();
+  s->capture->graph = std::make_unique<FakeGraph>();
+  s->capture->mode = mode;
+  s->capture->thread = std::this_thread::get_id();
+  ++S().stats.captures_begun;
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuStreamEndCapture(CUstream stream, CUgraph* graph) {
+  Lock lock(S().mu);
+  if (CUresult r = RequireContext("cuStreamEndCapture")) return r;
+  if (CUresult r = CheckStream(stream, "cuStreamEndCapture")) return r;
+  if (graph == nullptr) return Misuse(CUDA_ERROR_INVALID_VALUE, "cuStreamEndCapture: NULL graph");
+  FakeStream* s = FindStream(stream);
+  if (s == nullptr || !s->capture) {
+    return Misuse(CUDA_ERROR_ILLEGAL_STATE, "cuStreamEndCapture on a stream that is not capturing");
+  }
+  if (s->capture->mode != CU_STREAM_CAPTURE_MODE_RELAXED &&
+      s->capture->thread != std::this_thread::get_id()) {
+    return Misuse(CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD,
+                  "cuStreamEndCapture from another thread than cuStreamBeginCapture");
+  }
+  std::unique_ptr<FakeCapture> capture = std::move(s->capture);
+  if (capture->invalidated) {
+    *graph = nullptr;  // the partial graph dies with `capture`
+    return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+  }
+  FakeGraph* g = capture->graph.get();
+  for (const auto& node : g->nodes) S().graph_nodes.insert(node.get());
+  S().graphs.emplace(g, std::move(capture->graph));
+  *graph = reinterpret_cast<CUgraph>(g);
+  return CUDA_SUCCESS;
+}
+
+FakeGraph* FindGraph(CUgraph graph) {
+  auto it = S().graphs.find(reinterpret_cast<FakeGraph*>(graph));
+  return it == S().graphs.end() ? nullptr : it->second.get();
+}
+
+FakeGraphExec* FindGraphExec(CUgraphExec exec) {
+  auto it = S().graph_execs.find(reinterpret_cast<FakeGraphExec*>(exec));
+  return it == S().graph_execs.end() ? nullptr : it->second.get();
+}
+
+FakeGraphNode* FindGraphNode(CUgraphNode node) {
+  auto* n = reinterpret_cast<FakeGraphNode*>(node);
+  return S().graph_nodes.count(n) ? n : nullptr;
+}
+
+CUresult fake_cuGraphDestroy(CUgraph graph) {
+  Lock lock(S().mu);
+  if (CUresult r = RequireContext("cuGraphDestroy")) return r;
+  FakeGraph* g = FindGraph(graph);
+  if (g == nullptr) {
+    return Misuse(CUDA_ERROR_INVALID_VALUE, "cuGraphDestroy: unknown graph %p",
+                  static_cast<void*>(graph));
+  }
+  for (const auto& node : g->nodes) S().graph_nodes.erase(node.get());
+  for (auto& [handle, exec] : S().graph_execs) {
+    if (exec->source == g) exec->source = nullptr;  // its nodes can no longer be named
+  }
+  S().graphs.erase(g);
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuGraphGetNodes(CUgraph graph, CUgraphNode* nodes, size_t* count) {
+  Lock lock(S().mu);
+  if (CUresult r = RequireContext("cuGraphGetNodes")) return r;
+  FakeGraph* g = FindGraph(graph);
+  if (g == nullptr) {
+    return Misuse(CUDA_ERROR_INVALID_VALUE, "cuGraphGetNodes: unknown graph %p",
+                  static_cast<void*>(graph));
+  }
+  if (count == nullptr) return Misuse(CUDA_ERROR_INVALID_VALUE, "cuGraphGetNodes: NULL count");
+  const size_t total = g->nodes.size();
+  if (nodes == nullptr) {
+    *count = total;
+    return CUDA_SUCCESS;
+  }
+  // Fills *count entries (NULL past the last node) and reports how many nodes
+  // it returned.
+  for (size_t i = 0; i < *count; ++i) {
+    nodes[i] = i < total ? reinterpret_cast<CUgraphNode>(g->nodes[i].get()) : nullptr;
+  }
+  *count = std::min(*count, total);
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuGraphNodeGetType(CUgraphNode node, CUgraphNodeType* type) {
+  Lock lock(S().mu);
+  if (CUresult r = RequireContext("cuGraphNodeGetType")) return r;
+  FakeGraphNode* n = FindGraphNode(node);
+  if (n == nullptr) {
+    return Misuse(CUDA_ERROR_INVALID_VALUE, "cuGraphNodeGetType: unknown node %p",
+                  static_cast<void*>(node));
+  }
+  if (type == nullptr) return Misuse(CUDA_ERROR_INVALID_VALUE, "cuGraphNodeGetType: NULL type");
+  *type = n->type();
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuGraphMemsetNodeGetParams(CUgraphNode node, CUDA_MEMSET_NODE_PARAMS* params) {
+  Lock lock(S().mu);
+  if (CUresult r = RequireContext("cuGraphMemsetNodeGetParams")) return r;
+  FakeGraphNode* n = FindGraphNode(node);
+  if (n == nullptr) {
+    return Misuse(CUDA_ERROR_INVALID_VALUE, "cuGraphMemsetNodeGetParams: unknown node %p",
+                  static_cast<void*>(node));
+  }
+  if (n->op != NodeOp::kMemset) {
+    return Misuse(CUDA_ERROR_INVALID_VALUE, "cuGraphMemsetNodeGetParams on a non-memset node");
+  }
+  if (params == nullptr) {
+    return Misuse(CUDA_ERROR_INVALID_VALUE, "cuGraphMemsetNodeGetParams: NULL params");
+  }
+  *params = CUDA_MEMSET_NODE_PARAMS{};
+  params->dst = n->dst;
+  params->pitch = 0;
+  params->value = n->value;
+  params->elementSize = 1;
+  params->width = n->bytes;
+  params->height = 1;
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuGraphInstantiateWithFlags(CUgraphExec* exec, CUgraph graph,
+                                          unsigned long long flags) {
+  Lock lock(S().mu);
+  if (CUresult r = RequireContext("cuGraphInstantiateWithFlags")) return r;
+  if (exec == nullptr) {
+    return Misuse(CUDA_ERROR_INVALID_VALUE, "cuGraphInstantiateWithFlags: NULL exec");
+  }
+  FakeGraph* g = FindGraph(graph);
+  if (g == nullptr) {
+    return Misuse(CUDA_ERROR_INVALID_VALUE, "cuGraphInstantiateWithFlags: unknown graph %p",
+                  static_cast<void*>(graph));
+  }
+  constexpr unsigned long long kKnownFlags = CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH |
+                                             CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH |
+                                             CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY;
+  const bool device_launch = (flags & CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH) != 0;
+  if ((flags & ~kKnownFlags) != 0 ||
+      (device_launch && (flags & CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH) != 0) ||
+      (device_launch && g->nodes.empty())) {
+    return Misuse(CUDA_ERROR_INVALID_VALUE, "cuGraphInstantiateWithFlags: flags 0x%llx", flags);
+  }
+  auto x = std::make_unique<FakeGraphExec>();
+  x->source = g;
+  x->nodes.reserve(g->nodes.size());
+  for (const auto& node : g->nodes) {
+    x->index[node.get()] = x->nodes.size();
+    x->nodes.push_back(*node);
+  }
+  FakeGraphExec* raw = x.get();
+  S().graph_execs.emplace(raw, std::move(x));
+  *exec = reinterpret_cast<CUgraphExec>(raw);
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuGraphExecDestroy(CUgraphExec exec) {
+  Lock lock(S().mu);
+  if (CUresult r = RequireContext("cuGraphExecDestroy")) return r;
+  if (S().graph_execs.erase(reinterpret_cast<FakeGraphExec*>(exec)) == 0) {
+    return Misuse(CUDA_ERROR_INVALID_VALUE, "cuGraphExecDestroy: unknown graph exec %p",
+                  static_cast<void*>(exec));
+  }
+  return CUDA_SUCCESS;
+}
+
+// Runs a graph's kernel node with the argument values it holds.
+CUresult RunKernelNode(const FakeGraphNode& n) {
+  bool module_live = false;
+  for (const FakeModule* m : S().modules) module_live |= m->serial == n.module_serial;
+  if (!module_live) {
+    return Misuse(CUDA_ERROR_INVALID_HANDLE,
+                  "cuGraphLaunch: kernel node %s: its module has been unloaded", n.kernel.c_str());
+  }
+  size_t size = n.args.size();
+  void* extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER,
+                   const_cast<unsigned char*>(n.args.data()), CU_LAUNCH_PARAM_BUFFER_SIZE,
+                   &size, CU_LAUNCH_PARAM_END};
+  KernelArgs args(nullptr, n.args.empty() ? nullptr : extra);
+  return RunLaunch(n.kernel, n.shape, args, false);
+}
+
+// Validates the exec and stream of cuGraphLaunch and cuGraphUpload.
+CUresult CheckGraphLaunch(FakeGraphExec* x, CUgraphExec exec, CUstream stream, const char* fn) {
+  if (x == nullptr) {
+    return Misuse(CUDA_ERROR_INVALID_VALUE, "%s: unknown graph exec %p", fn,
+                  static_cast<void*>(exec));
+  }
+  if (CUresult r = CheckStream(stream, fn)) return r;
+  if (CUresult r = RejectOnCapturingStream(stream, fn)) return r;
+  return RejectImplicitCaptureDependency(stream, fn);
+}
+
+CUresult fake_cuGraphUpload(CUgraphExec exec, CUstream stream) {
+  Lock lock(S().mu);
+  if (CUresult r = RequireContext("cuGraphUpload")) return r;
+  return CheckGraphLaunch(FindGraphExec(exec), exec, stream, "cuGraphUpload");
+}
+
+CUresult fake_cuGraphLaunch(CUgraphExec exec, CUstream stream) {
+  Lock lock(S().mu);
+  if (CUresult r = RequireContext("cuGraphLaunch")) return r;
+  FakeGraphExec* x = FindGraphExec(exec);
+  if (CUresult r = CheckGraphLaunch(x, exec, stream, "cuGraphLaunch")) return r;
+  fake_cuda_stats& st = S().stats;
+  ++st.graph_launches;
+  for (const FakeGraphNode& n : x->nodes) {
+    if (n.op == NodeOp::kKernel) {
+      if (CUresult r = RunKernelNode(n)) return r;
+    } else {
+      if (CUresult r = CheckTransfer(n, "cuGraphLaunch")) return r;
+      RunTransfer(n);
+    }
+    ++st.graph_nodes_run;
+  }
+  return CUDA_SUCCESS;
+}
+
+// The exec's copy of original node `node`, which must be of the graph the exec
+// was instantiated from (and that graph still alive).
+FakeGraphNode* ExecNode(FakeGraphExec* x, CUgraphNode node, const char* fn) {
+  if (x->source == nullptr) {
+    Misuse(CUDA_ERROR_INVALID_VALUE, "%s: the graph the exec was instantiated from is destroyed",
+           fn);
+    return nullptr;
+  }
+  auto it = x->index.find(reinterpret_cast<const FakeGraphNode*>(node));
+  if (it == x->index.end()) {
+    Misuse(CUDA_ERROR_INVALID_VALUE,
+           "%s: node %p is not a node of the graph the exec was instantiated from", fn,
+           static_cast<void*>(node));
+    return nullptr;
+  }
+  return &x->nodes[it->second];
+}
+
+CUresult fake_cuGraphExecKernelNodeSetParams(CUgraphExec exec, CUgraphNode node,
+                                             const CUDA_KERNEL_NODE_PARAMS* params) {
+  static constexpr const char* fn = "cuGraphExecKernelNodeSetParams";
+  Lock lock(S().mu);
+  if (CUresult r = RequireContext(fn)) return r;
+  FakeGraphExec* x = FindGraphExec(exec);
+  if (x == nullptr) {
+    return Misuse(CUDA_ERROR_INVALID_VALUE, "%s: unknown graph exec %p", fn,
+                  static_cast<void*>(exec));
+  }
+  FakeGraphNode* n = ExecNode(x, node, fn);
+  if (n == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (n->op != NodeOp::kKernel) return Misuse(CUDA_ERROR_INVALID_VALUE, "%s: not a kernel node", fn);
+  if (params == nullptr) return Misuse(CUDA_ERROR_INVALID_VALUE, "%s: NULL params", fn);
+  if (params->func == nullptr) {
+    return Misuse(CUDA_ERROR_INVALID_VALUE, "%s: NULL func (the fake has no CUkernel)", fn);
+  }
+  FakeFunction* f = FindFunction(params->func);
+  if (f == nullptr) return Misuse(CUDA_ERROR_INVALID_VALUE, "%s: unknown function", fn);
+  if (f->module->serial != n->module_serial || f->name != n->kernel) {
+    return Misuse(CUDA_ERROR_INVALID_VALUE, "%s: changes the node's function from %s to %s", fn,
+                  n->kernel.c_str(), f->name.c_str());
+  }
+  const LaunchShape shape{{params->gridDimX, params->gridDimY, params->gridDimZ},
+                          {params->blockDimX, params->blockDimY, params->blockDimZ},
+                          params->sharedMemBytes};
+  if (CUresult r = CheckLaunchShape(*f, shape)) {
+    return Misuse(r, "%s(%s): grid %ux%ux%u block %ux%ux%u shared %u exceeds device limits", fn,
+                  f->name.c_str(), shape.grid[0], shape.grid[1], shape.grid[2], shape.block[0],
+                  shape.block[1], shape.block[2], shape.shared_bytes);
+  }
+  KernelArgs args(params->kernelParams, params->extra);
+  if (!args.present()) return Misuse(CUDA_ERROR_INVALID_VALUE, "%s: no kernel parameters", fn);
+  std::vector<unsigned char> packed;
+  if (CUresult r = PackKernelArgs(f->name, args, &packed)) return r;
+  n->shape = shape;
+  n->args = std::move(packed);
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuGraphExecMemsetNodeSetParams(CUgraphExec exec, CUgraphNode node,
+                                             const CUDA_MEMSET_NODE_PARAMS* params,
+                                             CUcontext context) {
+  static constexpr const char* fn = "cuGraphExecMemsetNodeSetParams";
+  Lock lock(S().mu);
+  if (CUresult r = RequireContext(fn)) return r;
+  FakeGraphExec* x = FindGraphExec(exec);
+  if (x == nullptr) {
+    return Misuse(CUDA_ERROR_INVALID_VALUE, "%s: unknown graph exec %p", fn,
+                  static_cast<void*>(exec));
+  }
+  FakeGraphNode* n = ExecNode(x, node, fn);
+  if (n == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (n->op != NodeOp::kMemset) return Misuse(CUDA_ERROR_INVALID_VALUE, "%s: not a memset node", fn);
+  if (params == nullptr) return Misuse(CUDA_ERROR_INVALID_VALUE, "%s: NULL params", fn);
+  if (context != reinterpret_cast<CUcontext>(&S().primary)) {
+    return Misuse(CUDA_ERROR_INVALID_CONTEXT, "%s: context %p is not the node's context", fn,
+                  static_cast<void*>(context));
+  }
+  if (params->elementSize != 1 || params->height != 1 || params->width == 0 ||
+      params->value > 0xFF) {
+    return Misuse(CUDA_ERROR_INVALID_VALUE,
+                  "%s: elementSize %u height %zu width %zu value 0x%x: a byte memset node stays "
+                  "a non-empty one-row byte memset",
+                  fn, params->elementSize, params->height, params->width, params->value);
+  }
+  if (CUresult r = CheckDeviceRange(params->dst, params->width, fn)) return r;
+  n->dst = params->dst;
+  n->value = static_cast<unsigned char>(params->value);
+  n->bytes = params->width;
   return CUDA_SUCCESS;
 }
 
@@ -1163,6 +1874,19 @@ const ProcEntry kProcs[] = {
     FAKE_PROC(cuEventSynchronize),
     FAKE_PROC(cuEventQuery),
     FAKE_PROC(cuEventElapsedTime),
+    FAKE_PROC(cuMemcpyDtoDAsync),
+    FAKE_PROC(cuStreamBeginCapture),
+    FAKE_PROC(cuStreamEndCapture),
+    FAKE_PROC(cuGraphInstantiateWithFlags),
+    FAKE_PROC(cuGraphUpload),
+    FAKE_PROC(cuGraphLaunch),
+    FAKE_PROC(cuGraphDestroy),
+    FAKE_PROC(cuGraphExecDestroy),
+    FAKE_PROC(cuGraphGetNodes),
+    FAKE_PROC(cuGraphNodeGetType),
+    FAKE_PROC(cuGraphMemsetNodeGetParams),
+    FAKE_PROC(cuGraphExecKernelNodeSetParams),
+    FAKE_PROC(cuGraphExecMemsetNodeSetParams),
 };
 #undef FAKE_PROC
 
@@ -1205,6 +1929,8 @@ FAKE_EXPORT void fake_cuda_get_stats(fake_cuda_stats* out) {
   st.streams_live = s.streams.size();
   st.events_live = s.events.size();
   st.primary_context_retains = s.primary_retains;
+  st.graphs_live = s.graphs.size();
+  st.graph_execs_live = s.graph_execs.size();
   *out = st;
 }
 

@@ -1,0 +1,209 @@
+// Graphs and sequences.
+#include "api/api_call.h"
+#include "base/struct_size.h"
+#include "graph/graph.h"
+#include "graph/graph_replay.h"
+#include "graph/sequence.h"
+#include "runtime/registries.h"
+
+using vyre::Errorf;
+
+namespace vyre {
+namespace {
+
+// Gives a new object a handle owned by its context.
+template <typename T>
+absl::StatusOr<uint64_t> Register(HandleRegistry<T>& registry, HandleType type,
+                                  std::shared_ptr<T> object, const char* what) {
+  Context& ctx = object->context();
+  T* raw = object.get();
+  VYRE_ASSIGN_OR_RETURN(uint64_t bits, registry.Insert(std::move(object)));
+  raw->set_handle(bits);
+  absl::Status adopted = ctx.Adopt(type, bits, what);
+  if (!adopted.ok()) {
+    registry.Remove(bits, what).IgnoreError();
+    return adopted;
+  }
+  return bits;
+}
+
+// A NULL replay descriptor means "nothing changes".
+absl::Status ReadReplayDesc(const char* what, const vyre_graph_replay_desc* desc,
+                            vyre_graph_replay_desc* out) {
+  if (desc == nullptr) {
+    *out = vyre_graph_replay_desc{};
+    out->struct_size = sizeof(*out);
+    return absl::OkStatus();
+  }
+  return ReadDescriptor(what, "vyre_graph_replay_desc", desc, out);
+}
+
+}  // namespace
+}  // namespace vyre
+
+extern "C" {
+
+VYRE_API vyre_status vyre_graph_record(vyre_program program, const vyre_dispatch_desc* desc,
+                                       vyre_graph* out) {
+  const char* what = "vyre_graph_record";
+  return vyre::ApiCall(what, [&]() -> absl::Status {
+    VYRE_RETURN_IF_ERROR(vyre::RequireOut(what, out, "out"));
+    out->bits = 0;
+    VYRE_ASSIGN_OR_RETURN(std::shared_ptr<vyre::Program> p,
+                          vyre::Programs().Lookup(program.bits, what));
+    vyre_dispatch_desc d;
+    VYRE_RETURN_IF_ERROR(vyre::ReadDescriptor(what, "vyre_dispatch_desc", desc, &d));
+    VYRE_ASSIGN_OR_RETURN(std::shared_ptr<vyre::Graph> graph,
+                          vyre::Graph::RecordDispatch(std::move(p), d, what));
+    VYRE_ASSIGN_OR_RETURN(out->bits, vyre::Register(vyre::Graphs(), vyre::HandleType::kGraph,
+                                                    std::move(graph), what));
+    return absl::OkStatus();
+  });
+}
+
+VYRE_API vyre_status vyre_graph_replay(vyre_graph graph, const vyre_graph_replay_desc* desc,
+                                       vyre_timing* out_timing) {
+  const char* what = "vyre_graph_replay";
+  return vyre::ApiCall(what, [&]() -> absl::Status {
+    VYRE_ASSIGN_OR_RETURN(std::shared_ptr<vyre::Graph> g, vyre::Graphs().Lookup(graph.bits, what));
+    vyre_graph_replay_desc d;
+    VYRE_RETURN_IF_ERROR(vyre::ReadReplayDesc(what, desc, &d));
+    if (out_timing != nullptr) {
+      VYRE_RETURN_IF_ERROR(vyre::CheckOutStruct(what, "vyre_timing", out_timing));
+    }
+    // On the stack: a synchronous replay allocates nothing.
+    vyre::GraphReplay replay(std::move(g), /*synchronous=*/true);
+    VYRE_RETURN_IF_ERROR(replay.Enqueue(d, out_timing != nullptr, what));
+    VYRE_RETURN_IF_ERROR(replay.Wait(VYRE_WAIT_FOREVER, what));
+    if (out_timing != nullptr) {
+      VYRE_ASSIGN_OR_RETURN(vyre_timing timing, replay.Timing(what));
+      return vyre::WriteOutStruct(what, "vyre_timing", out_timing, timing);
+    }
+    return absl::OkStatus();
+  });
+}
+
+VYRE_API vyre_status vyre_graph_replay_async(vyre_graph graph,
+                                             const vyre_graph_replay_desc* desc,
+                                             vyre_pending* out) {
+  const char* what = "vyre_graph_replay_async";
+  return vyre::ApiCall(what, [&]() -> absl::Status {
+    VYRE_RETURN_IF_ERROR(vyre::RequireOut(what, out, "out"));
+    out->bits = 0;
+    VYRE_ASSIGN_OR_RETURN(std::shared_ptr<vyre::Graph> g, vyre::Graphs().Lookup(graph.bits, what));
+    vyre_graph_replay_desc d;
+    VYRE_RETURN_IF_ERROR(vyre::ReadReplayDesc(what, desc, &d));
+    std::shared_ptr<vyre::Context> ctx = g->context_ref();
+    auto replay = std::make_shared<vyre::GraphReplay>(std::move(g), /*synchronous=*/false);
+    VYRE_RETURN_IF_ERROR(replay->Enqueue(d, /*host_timing=*/true, what));
+    VYRE_ASSIGN_OR_RETURN(uint64_t bits, vyre::Pendings().Insert(replay));
+    replay->set_handle(bits);
+    absl::Status adopted = ctx->Adopt(vyre::HandleType::kPending, bits, what);
+    if (!adopted.ok()) {
+      vyre::Pendings().Remove(bits, what).IgnoreError();
+      return adopted;
+    }
+    out->bits = bits;
+    return absl::OkStatus();
+  });
+}
+
+VYRE_API vyre_status vyre_graph_destroy(vyre_graph graph) {
+  const char* what = "vyre_graph_destroy";
+  return vyre::ApiCall(what, [&]() -> absl::Status {
+    VYRE_ASSIGN_OR_RETURN(std::shared_ptr<vyre::Graph> g, vyre::Graphs().Remove(graph.bits, what));
+    g->context().Disown(vyre::HandleType::kGraph, graph.bits);
+    // The graph goes with its last reference: now, or when a replay in
+    // flight completes.
+    return absl::OkStatus();
+  });
+}
+
+VYRE_API vyre_status vyre_graph_info_get(vyre_graph graph, vyre_graph_info* out) {
+  const char* what = "vyre_graph_info_get";
+  return vyre::ApiCall(what, [&]() -> absl::Status {
+    VYRE_ASSIGN_OR_RETURN(std::shared_ptr<vyre::Graph> g, vyre::Graphs().Lookup(graph.bits, what));
+    VYRE_RETURN_IF_ERROR(vyre::CheckOutStruct(what, "vyre_graph_info", out));
+    return vyre::WriteOutStruct(what, "vyre_graph_info", out, g->Info());
+  });
+}
+
+VYRE_API vyre_status vyre_graph_node_kind_get(vyre_graph graph, uint64_t node_index,
+                                              vyre_graph_node_kind* out) {
+  const char* what = "vyre_graph_node_kind_get";
+  return vyre::ApiCall(what, [&]() -> absl::Status {
+    VYRE_RETURN_IF_ERROR(vyre::RequireOut(what, out, "out"));
+    VYRE_ASSIGN_OR_RETURN(std::shared_ptr<vyre::Graph> g, vyre::Graphs().Lookup(graph.bits, what));
+    VYRE_ASSIGN_OR_RETURN(*out, g->NodeKind(node_index, what));
+    return absl::OkStatus();
+  });
+}
+
+VYRE_API vyre_status vyre_graph_kernel_node_update(vyre_graph graph, uint64_t node_index,
+                                                   const vyre_kernel_node_update* update) {
+  const char* what = "vyre_graph_kernel_node_update";
+  return vyre::ApiCall(what, [&]() -> absl::Status {
+    VYRE_ASSIGN_OR_RETURN(std::shared_ptr<vyre::Graph> g, vyre::Graphs().Lookup(graph.bits, what));
+    vyre_kernel_node_update u;
+    VYRE_RETURN_IF_ERROR(vyre::ReadDescriptor(what, "vyre_kernel_node_update", update, &u));
+    return g->UpdateKernelNode(node_index, u, what);
+  });
+}
+
+VYRE_API vyre_status vyre_sequence_create(vyre_context context, const vyre_sequence_desc* desc,
+                                          vyre_sequence* out) {
+  const char* what = "vyre_sequence_create";
+  return vyre::ApiCall(what, [&]() -> absl::Status {
+    VYRE_RETURN_IF_ERROR(vyre::RequireOut(what, out, "out"));
+    out->bits = 0;
+    VYRE_ASSIGN_OR_RETURN(std::shared_ptr<vyre::Context> ctx,
+                          vyre::Contexts().Lookup(context.bits, what));
+    vyre_sequence_desc d;
+    VYRE_RETURN_IF_ERROR(vyre::ReadDescriptor(what, "vyre_sequence_desc", desc, &d));
+    VYRE_ASSIGN_OR_RETURN(std::shared_ptr<vyre::Sequence> seq,
+                          vyre::Sequence::Create(std::move(ctx), d, what));
+    VYRE_ASSIGN_OR_RETURN(out->bits, vyre::Register(vyre::Sequences(), vyre::HandleType::kSequence,
+                                                    std::move(seq), what));
+    return absl::OkStatus();
+  });
+}
+
+VYRE_API vyre_status vyre_sequence_run(vyre_sequence sequence, vyre_timing* out_timing) {
+  const char* what = "vyre_sequence_run";
+  return vyre::ApiCall(what, [&]() -> absl::Status {
+    VYRE_ASSIGN_OR_RETURN(std::shared_ptr<vyre::Sequence> s,
+                          vyre::Sequences().Lookup(sequence.bits, what));
+    if (out_timing == nullptr) return s->Run(nullptr, what);
+    VYRE_RETURN_IF_ERROR(vyre::CheckOutStruct(what, "vyre_timing", out_timing));
+    vyre_timing timing{};
+    VYRE_RETURN_IF_ERROR(s->Run(&timing, what));
+    return vyre::WriteOutStruct(what, "vyre_timing", out_timing, timing);
+  });
+}
+
+VYRE_API vyre_status vyre_sequence_record(vyre_sequence sequence, vyre_graph* out) {
+  const char* what = "vyre_sequence_record";
+  return vyre::ApiCall(what, [&]() -> absl::Status {
+    VYRE_RETURN_IF_ERROR(vyre::RequireOut(what, out, "out"));
+    out->bits = 0;
+    VYRE_ASSIGN_OR_RETURN(std::shared_ptr<vyre::Sequence> s,
+                          vyre::Sequences().Lookup(sequence.bits, what));
+    VYRE_ASSIGN_OR_RETURN(std::shared_ptr<vyre::Graph> graph,
+                          vyre::Graph::RecordSequence(std::move(s), what));
+    VYRE_ASSIGN_OR_RETURN(out->bits, vyre::Register(vyre::Graphs(), vyre::HandleType::kGraph,
+                                                    std::move(graph), what));
+    return absl::OkStatus();
+  });
+}
+
+VYRE_API vyre_status vyre_sequence_destroy(vyre_sequence sequence) {
+  const char* what = "vyre_sequence_destroy";
+  return vyre::ApiCall(what, [&]() -> absl::Status {
+    VYRE_ASSIGN_OR_RETURN(std::shared_ptr<vyre::Sequence> s,
+                          vyre::Sequences().Remove(sequence.bits, what));
+    s->context().Disown(vyre::HandleType::kSequence, sequence.bits);
+    return absl::OkStatus();
+  });
+}
+
+}  // extern "C"

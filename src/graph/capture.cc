@@ -1,0 +1,104 @@
+#include "graph/capture.h"
+
+#include "base/status.h"
+#include "driver/cu_error.h"
+
+namespace vyre {
+
+CUresult ReleaseGraph(CUgraph graph) { return driver::Api().cuGraphDestroy(graph); }
+CUresult ReleaseGraphExec(CUgraphExec exec) { return driver::Api().cuGraphExecDestroy(exec); }
+
+vyre_graph_node_kind NodeKindOf(CUgraphNodeType type) {
+  switch (type) {
+    case CU_GRAPH_NODE_TYPE_KERNEL: return VYRE_GRAPH_NODE_KERNEL;
+    case CU_GRAPH_NODE_TYPE_MEMCPY: return VYRE_GRAPH_NODE_MEMCPY;
+    case CU_GRAPH_NODE_TYPE_MEMSET: return VYRE_GRAPH_NODE_MEMSET;
+    default: return VYRE_GRAPH_NODE_OTHER;
+  }
+}
+
+namespace {
+
+const char* KindName(vyre_graph_node_kind kind) {
+  switch (kind) {
+    case VYRE_GRAPH_NODE_KERNEL: return "kernel";
+    case VYRE_GRAPH_NODE_MEMCPY: return "memcpy";
+    case VYRE_GRAPH_NODE_MEMSET: return "memset";
+    default: return "other";
+  }
+}
+
+absl::Status InventoryMismatch(const char* what, const char* detail, size_t index) {
+  return Errorf(VYRE_STATUS_INTERNAL,
+                "%s: the captured graph does not match what was recorded (%s at node %u). Fix: "
+                "report this as a vyre-cuda bug with the driver version; dispatch without a "
+                "graph meanwhile.",
+                what, detail, index);
+}
+
+// Reads the graph's nodes and checks them, in order, against `ops`.
+absl::Status TakeInventory(CUgraph graph, const std::vector<RecordedOp>& ops,
+                           std::vector<CUgraphNode>* nodes, const char* what) {
+  size_t count = 0;
+  VYRE_CU(what, cuGraphGetNodes, graph, nullptr, &count);
+  if (count != ops.size()) {
+    return Errorf(VYRE_STATUS_INTERNAL,
+                  "%s: the captured graph has %u nodes but %u operations were recorded. Fix: "
+                  "report this as a vyre-cuda bug with the driver version; dispatch without a "
+                  "graph meanwhile.",
+                  what, count, ops.size());
+  }
+  nodes->assign(count, nullptr);
+  if (count == 0) return absl::OkStatus();
+  VYRE_CU(what, cuGraphGetNodes, graph, nodes->data(), &count);
+  for (size_t i = 0; i < ops.size(); ++i) {
+    CUgraphNodeType type;
+    VYRE_CU(what, cuGraphNodeGetType, (*nodes)[i], &type);
+    if (NodeKindOf(type) != ops[i].kind) {
+      return InventoryMismatch(what, absl::StrFormat("a %s node where a %s was recorded",
+                                                     KindName(NodeKindOf(type)),
+                                                     KindName(ops[i].kind))
+                                         .c_str(),
+                               i);
+    }
+    if (ops[i].kind == VYRE_GRAPH_NODE_MEMSET) {
+      CUDA_MEMSET_NODE_PARAMS params{};
+      VYRE_CU(what, cuGraphMemsetNodeGetParams, (*nodes)[i], &params);
+      if (params.dst != ops[i].memset_dst) {
+        return InventoryMismatch(what, "a memset of another address", i);
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<ExecutableGraph> CaptureGraph(CUstream stream, const RecordFn& record,
+                                             const char* what) {
+  ExecutableGraph out;
+  VYRE_CU(what, cuStreamBeginCapture, stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
+  absl::Status recorded = record(stream, &out.ops);
+  // End the capture whatever happened, so the stream is usable again; the
+  // guard owns any graph that comes back, whole or partial.
+  CUgraph raw = nullptr;
+  CUresult ended = driver::Api().cuStreamEndCapture(stream, &raw);
+  out.graph = GraphGuard(raw);
+  VYRE_RETURN_IF_ERROR(recorded);
+  if (ended != CUDA_SUCCESS) {
+    return driver::CuError(ended, what, "cuStreamEndCapture",
+                           "check the program's launch configuration; if it works with "
+                           "vyre_dispatch, report this as a vyre-cuda bug");
+  }
+  if (raw == nullptr) {
+    return Errorf(VYRE_STATUS_INTERNAL,
+                  "%s: cuStreamEndCapture returned no graph after reporting success. Fix: "
+                  "update the NVIDIA driver, or dispatch without a graph.",
+                  what);
+  }
+  VYRE_RETURN_IF_ERROR(TakeInventory(raw, out.ops, &out.nodes, what));
+  VYRE_CU(what, cuGraphInstantiateWithFlags, out.exec.out(), raw, 0);
+  return out;
+}
+
+}  // namespace vyre

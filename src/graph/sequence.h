@@ -1,0 +1,104 @@
+// A sequence: an ordered list of steps over resident buffers (dispatch, fill,
+// copy, upload, download) with an optional repeated block, validated once.
+// The same enqueue code runs it eagerly and records it as a graph, so both
+// give identical results.
+#ifndef VYRE_GRAPH_SEQUENCE_H_
+#define VYRE_GRAPH_SEQUENCE_H_
+
+#include <cuda.h>
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/container/inlined_vector.h"
+#include "absl/status/statusor.h"
+#include "graph/capture.h"
+#include "runtime/buffer.h"
+#include "runtime/context.h"
+#include "runtime/kernel_launch.h"
+#include "runtime/memory.h"
+#include "runtime/program.h"
+#include "vyre_cuda.h"
+
+namespace vyre {
+
+struct SequenceStep {
+  vyre_step_kind kind = VYRE_STEP_FILL;
+  // Every buffer the step touches, kept alive and checked before each run.
+  absl::InlinedVector<std::shared_ptr<Buffer>, 4> buffers;
+  // DISPATCH
+  std::shared_ptr<Program> program;
+  LaunchShape shape;
+  uint32_t iterations = 1;
+  KernelValues values;
+  absl::InlinedVector<std::pair<CUdeviceptr, uint64_t>, 4> zeroed;  // OUTPUT bindings
+  std::string param_words;  // until uploaded at creation
+  // FILL / COPY / UPLOAD / DOWNLOAD
+  CUdeviceptr dst = 0;
+  CUdeviceptr src = 0;
+  uint64_t bytes = 0;
+  unsigned char fill_byte = 0;
+  const void* host_src = nullptr;
+  void* host_dst = nullptr;
+  uint64_t pinned_offset = 0;  // UPLOAD / DOWNLOAD staging
+};
+
+// What one run moves, for telemetry.
+struct SequenceCounts {
+  uint64_t h2d_bytes = 0, h2d_operations = 0, d2h_bytes = 0, d2h_operations = 0;
+  uint64_t memset_operations = 0, kernel_launches = 0;
+};
+
+class Sequence {
+ public:
+  static absl::StatusOr<std::shared_ptr<Sequence>> Create(std::shared_ptr<Context> context,
+                                                          const vyre_sequence_desc& desc,
+                                                          const char* what);
+  ~Sequence();
+  Sequence(const Sequence&) = delete;
+  Sequence& operator=(const Sequence&) = delete;
+
+  Context& context() const { return *context_; }
+  const std::shared_ptr<Context>& context_ref() const { return context_; }
+  uint64_t handle() const { return handle_; }
+  void set_handle(uint64_t bits) { handle_ = bits; }
+
+  // Runs every step on the context's work stream and waits.
+  absl::Status Run(vyre_timing* timing, const char* what);
+
+  // Enqueues every step in run order on `stream`, with host staging at
+  // `pinned` (pinned_bytes() long); describes each operation in `ops` when
+  // not null. Used by Run and by graph recording.
+  absl::Status Enqueue(CUstream stream, unsigned char* pinned, std::vector<RecordedOp>* ops,
+                       const char* what) const;
+  // STALE_HANDLE when a buffer the steps use was freed.
+  absl::Status CheckBuffersLive(const char* what) const;
+  // Copies the UPLOAD steps' host memory into `pinned`, and the DOWNLOAD
+  // steps' results out of it.
+  void StageUploads(unsigned char* pinned) const;
+  void FinishDownloads(const unsigned char* pinned) const;
+  uint64_t pinned_bytes() const { return pinned_bytes_; }
+  const SequenceCounts& counts() const { return counts_; }
+
+ private:
+  explicit Sequence(std::shared_ptr<Context> context) : context_(std::move(context)) {}
+  absl::Status AddStep(const vyre_sequence_step& in, size_t index, const char* what);
+
+  std::shared_ptr<Context> context_;  // first: outlives the memory below
+  std::vector<SequenceStep> steps_;
+  std::vector<uint32_t> order_;  // step indices in run order, the block repeated
+  OwnedBytes params_;            // every DISPATCH step's parameter words
+  OwnedBytes pinned_;            // eager runs' upload/download staging
+  uint64_t pinned_bytes_ = 0;
+  SequenceCounts counts_;
+  uint64_t handle_ = 0;
+  bool counted_ = false;
+  std::mutex run_mu_;  // eager runs share pinned_
+};
+
+}  // namespace vyre
+
+#endif  // VYRE_GRAPH_SEQUENCE_H_
