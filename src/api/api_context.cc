@@ -1,5 +1,6 @@
 // Devices and contexts.
 #include <algorithm>
+#include <cstddef>
 
 #include "api/api_call.h"
 #include "base/struct_size.h"
@@ -86,7 +87,9 @@ VYRE_API vyre_status vyre_context_telemetry(vyre_context context, vyre_telemetry
   return vyre::ApiCall(what, [&]() -> absl::Status {
     VYRE_ASSIGN_OR_RETURN(std::shared_ptr<vyre::Context> ctx,
                           vyre::Contexts().Lookup(context.bits, what));
-    return vyre::WriteOutStruct(what, "vyre_telemetry", out, ctx->Snapshot());
+    // Callers built against version 1 (before the graph counters) get its fields.
+    constexpr size_t kTelemetryV1 = offsetof(vyre_telemetry, live_pendings) + sizeof(uint64_t);
+    return vyre::WriteOutStruct(what, "vyre_telemetry", out, ctx->Snapshot(), kTelemetryV1);
   });
 }
 

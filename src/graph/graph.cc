@@ -108,6 +108,9 @@ absl::StatusOr<std::shared_ptr<Graph>> Graph::RecordDispatch(std::shared_ptr<Pro
           ctx.stream());
   ctx.telemetry().h2d_operations.Add();
   ctx.telemetry().h2d_bytes.Add(g->param_capacity_);
+  // Wait now: if recording fails below, the pinned source is freed at once.
+  ctx.telemetry().sync_points.Add();
+  VYRE_CU(what, cuStreamSynchronize, ctx.stream());
   g->scalars_.assign(plan.scalars, plan.scalars + plan.scalar_count);
 
   RecordedOp kernel;
@@ -614,7 +617,9 @@ absl::Status Graph::Launch(const vyre_graph_replay_desc& desc, ReplayWork* work,
       std::max<uint64_t>((count + threads_per_block_ - 1) / threads_per_block_, 1));
   absl::InlinedVector<RecordedOp, 4> kernels;
   absl::InlinedVector<size_t, 4> kernel_nodes;
-  for (size_t i = 0; i < full_.ops.size(); ++i) {
+  // A replay that changes nothing touches no node (the steady state).
+  const bool kernels_change = rebinding || desc.scalars != nullptr || count != element_count_;
+  for (size_t i = 0; kernels_change && i < full_.ops.size(); ++i) {
     if (full_.ops[i].kind != VYRE_GRAPH_NODE_KERNEL) continue;
     RecordedOp op = full_.ops[i];
     if (rebinding) UpdateKernelBindings(program, pointer_of, &op.values);

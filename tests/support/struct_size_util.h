@@ -19,8 +19,8 @@ T WithStructSize(T value, uint32_t size) {
 
 // struct_size values below version 1 that every check must refuse.
 template <typename T>
-std::vector<uint32_t> TooSmallSizes() {
-  return {0u, 4u, static_cast<uint32_t>(sizeof(T) - 1)};
+std::vector<uint32_t> TooSmallSizes(size_t v1_size = sizeof(T)) {
+  return {0u, 4u, static_cast<uint32_t>(v1_size - 1)};
 }
 
 // `value` copied into a larger, suitably aligned buffer with struct_size set to

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <cstddef>
 #include <cstring>
 #include <map>
 #include <string>
@@ -52,6 +53,28 @@ vyre_pending StartAsyncAdd(vyre_program program, HostAdd& add) {
   return pending;
 }
 
+// A graph of a host vector add, and a sequence of one FILL step on `buffer`
+// (the handle tables cover graphs and sequences too).
+vyre_graph RecordAdd(vyre_program program) {
+  HostAdd add(16);
+  vyre_dispatch_desc desc = add.spec.Desc();
+  vyre_graph graph{0};
+  EXPECT_VYRE_OK(vyre_graph_record(program, &desc, &graph));
+  return graph;
+}
+
+vyre_sequence FillSequence(vyre_context context, vyre_buffer buffer) {
+  vyre_sequence_step step = VYRE_SEQUENCE_STEP_INIT;
+  step.buffer = buffer;
+  step.bytes = 16;
+  vyre_sequence_desc desc = VYRE_SEQUENCE_DESC_INIT;
+  desc.steps = &step;
+  desc.step_count = 1;
+  vyre_sequence sequence{0};
+  EXPECT_VYRE_OK(vyre_sequence_create(context, &desc, &sequence));
+  return sequence;
+}
+
 // ---------------------------------------------------------------------------
 // Handles
 // ---------------------------------------------------------------------------
@@ -62,10 +85,14 @@ TEST_F(ErrorsTest, EveryHandleCallRejectsZeroForgedWrongTypeAndStaleHandles) {
   vyre_program program = MakeProgram(context_, AddSpec());
   HostAdd live_add(16);
   vyre_pending pending = StartAsyncAdd(program, live_add);
+  vyre_graph graph = RecordAdd(program);
+  vyre_sequence sequence = FillSequence(context_, buffer);
   const std::map<HandleKind, uint64_t> live = {{HandleKind::kContext, context_.bits},
                                                {HandleKind::kBuffer, buffer.bits},
                                                {HandleKind::kProgram, program.bits},
-                                               {HandleKind::kPending, pending.bits}};
+                                               {HandleKind::kPending, pending.bits},
+                                               {HandleKind::kGraph, graph.bits},
+                                               {HandleKind::kSequence, sequence.bits}};
 
   // Destroyed objects of every type.
   vyre_context dead_context = MakeContext();
@@ -77,10 +104,16 @@ TEST_F(ErrorsTest, EveryHandleCallRejectsZeroForgedWrongTypeAndStaleHandles) {
   HostAdd dead_add(16);
   vyre_pending dead_pending = StartAsyncAdd(program, dead_add);
   ASSERT_VYRE_OK(vyre_pending_release(dead_pending));
+  vyre_graph dead_graph = RecordAdd(program);
+  ASSERT_VYRE_OK(vyre_graph_destroy(dead_graph));
+  vyre_sequence dead_sequence = FillSequence(context_, buffer);
+  ASSERT_VYRE_OK(vyre_sequence_destroy(dead_sequence));
   const std::map<HandleKind, uint64_t> stale = {{HandleKind::kContext, dead_context.bits},
                                                 {HandleKind::kBuffer, dead_buffer.bits},
                                                 {HandleKind::kProgram, dead_program.bits},
-                                                {HandleKind::kPending, dead_pending.bits}};
+                                                {HandleKind::kPending, dead_pending.bits},
+                                                {HandleKind::kGraph, dead_graph.bits},
+                                                {HandleKind::kSequence, dead_sequence.bits}};
 
   std::vector<HandleCall> calls = AllHandleCalls();
   calls.push_back(ResidentBindingCall(program));
@@ -109,6 +142,8 @@ TEST_F(ErrorsTest, EveryHandleCallRejectsZeroForgedWrongTypeAndStaleHandles) {
   EXPECT_VYRE_OK(vyre_pending_wait(pending, VYRE_WAIT_FOREVER));
   EXPECT_TRUE(SameU32(live_add.out, CpuAdd(live_add.a, live_add.b)));
   EXPECT_VYRE_OK(vyre_pending_release(pending));
+  EXPECT_VYRE_OK(vyre_graph_destroy(graph));
+  EXPECT_VYRE_OK(vyre_sequence_destroy(sequence));
   EXPECT_VYRE_OK(vyre_buffer_free(buffer));
   EXPECT_VYRE_OK(vyre_program_destroy(program));
 }
@@ -119,12 +154,16 @@ TEST_F(ErrorsTest, DestroyingAContextMakesItsObjectsStale) {
   vyre_program program = MakeProgram(other, AddSpec());
   HostAdd add(16);
   vyre_pending pending = StartAsyncAdd(program, add);
+  vyre_graph graph = RecordAdd(program);
+  vyre_sequence sequence = FillSequence(other, buffer);
   ASSERT_VYRE_OK(vyre_context_destroy(other));
 
   const std::map<HandleKind, uint64_t> dead = {{HandleKind::kContext, other.bits},
                                                {HandleKind::kBuffer, buffer.bits},
                                                {HandleKind::kProgram, program.bits},
-                                               {HandleKind::kPending, pending.bits}};
+                                               {HandleKind::kPending, pending.bits},
+                                               {HandleKind::kGraph, graph.bits},
+                                               {HandleKind::kSequence, sequence.bits}};
   for (const HandleCall& call : AllHandleCalls()) {
     EXPECT_VYRE_ERROR(call.call(dead.at(call.kind)), VYRE_STATUS_STALE_HANDLE)
         << call.function << " with a " << HandleKindName(call.kind)
@@ -301,10 +340,12 @@ TEST_F(ErrorsTest, DispatchBindingStructSize) {
 
 // Output structs: too small is refused; a larger one (a newer header's) gets
 // the known fields and its tail is left alone.
+// `v1_size`: the struct's first published size (a later header appended to it).
 template <typename T, typename Call>
-void CheckOutputStructSizes(const T& init, Call call, const char* what) {
+void CheckOutputStructSizes(const T& init, Call call, const char* what,
+                            size_t v1_size = sizeof(T)) {
   SCOPED_TRACE(what);
-  for (uint32_t size : TooSmallSizes<T>()) {
+  for (uint32_t size : TooSmallSizes<T>(v1_size)) {
     T small = WithStructSize(init, size);
     EXPECT_VYRE_ERROR(call(&small), VYRE_STATUS_UNSUPPORTED_STRUCT_SIZE) << size;
   }
@@ -332,7 +373,7 @@ TEST_F(ErrorsTest, OutputStructSizes) {
   CheckOutputStructSizes<vyre_telemetry>(
       VYRE_TELEMETRY_INIT,
       [&](vyre_telemetry* out) { return vyre_context_telemetry(context_, out); },
-      "vyre_context_telemetry");
+      "vyre_context_telemetry", offsetof(vyre_telemetry, live_pendings) + sizeof(uint64_t));
   CheckOutputStructSizes<vyre_buffer_info>(
       VYRE_BUFFER_INFO_INIT,
       [&](vyre_buffer_info* out) { return vyre_buffer_info_get(buffer, out); },

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <cstddef>
 #include <cstring>
 #include <mutex>
 #include <string>
@@ -917,6 +918,29 @@ TEST_F(ResultsTest, TransferAndDispatchCounters) {
   EXPECT_GE(after_copy.device_bytes_live, 4096u);
   EXPECT_VYRE_OK(vyre_buffer_free(buffer));
   EXPECT_VYRE_OK(vyre_program_destroy(add));
+}
+
+// A caller built against the first header (telemetry ending at live_pendings)
+// still reads its counters, and the bytes past its struct are left alone.
+TEST_F(ResultsTest, VersionOneTelemetryStructIsStillFilled) {
+  constexpr size_t kV1 = offsetof(vyre_telemetry, live_pendings) + sizeof(uint64_t);
+  ASSERT_EQ(kV1, 184u);
+  vyre_buffer buffer = MakeBuffer(context_, 4096);
+  unsigned char raw[sizeof(vyre_telemetry)];
+  std::memset(raw, 0xEE, sizeof(raw));
+  uint32_t v1_size = kV1;
+  std::memcpy(raw, &v1_size, sizeof(v1_size));
+  ASSERT_VYRE_OK(vyre_context_telemetry(context_, reinterpret_cast<vyre_telemetry*>(raw)));
+  vyre_telemetry seen;
+  std::memcpy(&seen, raw, sizeof(seen));
+  EXPECT_EQ(seen.struct_size, kV1);
+  EXPECT_EQ(seen.live_buffers, 1u);
+  EXPECT_GE(seen.device_bytes_live, 4096u);
+  for (size_t i = kV1; i < sizeof(raw); ++i) ASSERT_EQ(raw[i], 0xEE) << "byte " << i;
+  raw[0] = 183;  // one byte short of version 1: refused
+  EXPECT_VYRE_ERROR(vyre_context_telemetry(context_, reinterpret_cast<vyre_telemetry*>(raw)),
+                    VYRE_STATUS_UNSUPPORTED_STRUCT_SIZE);
+  EXPECT_VYRE_OK(vyre_buffer_free(buffer));
 }
 
 TEST_F(ResultsTest, PoolsAreReusedAndTrimmed) {

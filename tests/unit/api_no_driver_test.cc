@@ -70,6 +70,7 @@ TEST_F(NoDriverTest, StatusNamesCoverEveryStatus) {
       {VYRE_STATUS_INVALID_STATE, "VYRE_STATUS_INVALID_STATE"},
       {VYRE_STATUS_DRIVER_ERROR, "VYRE_STATUS_DRIVER_ERROR"},
       {VYRE_STATUS_INTERNAL, "VYRE_STATUS_INTERNAL"},
+      {VYRE_STATUS_SHAPE_MISMATCH, "VYRE_STATUS_SHAPE_MISMATCH"},
   };
   for (const auto& [status, name] : names) {
     const char* actual = vyre_status_name(status);
@@ -79,7 +80,7 @@ TEST_F(NoDriverTest, StatusNamesCoverEveryStatus) {
 }
 
 TEST_F(NoDriverTest, UnknownStatusValuesHaveTheUnknownName) {
-  for (int value : {20, 21, 1000, 0x7FFFFFFE}) {
+  for (int value : {21, 22, 1000, 0x7FFFFFFE}) {
     const char* name = c_status_name(value);
     ASSERT_NE(name, nullptr) << value;
     EXPECT_STREQ(name, "VYRE_STATUS_UNKNOWN") << value;
