@@ -22,10 +22,24 @@ array.array, numpy arrays. Inputs are read in place when writable and
 C-contiguous (otherwise copied once); outputs are written into a writable
 buffer you pass, or into a new bytearray when you pass a byte count.
 
-Objects (Context, Buffer, Program, Pending) own a library handle: close() them
-or use them as context managers; garbage collection closes them too. A child
-keeps its Context alive, and closing a Context releases everything it owns
-(the children's close() then does nothing).
+Graphs record a dispatch once and replay it at the cost of one launch:
+
+        graph = prog.record([a, b, len(a) * 4], params=[len(a)])  # sample data
+        out = graph.replay([a2, b2, len(a2) * 4])[2]   # same byte lengths
+
+Sequences chain steps over resident buffers and run eagerly or as a graph:
+
+        seq = ctx.sequence([vc.UploadStep(da, a), vc.UploadStep(db, b),
+                            vc.Repeat(4, [vc.DispatchStep(prog, [da, db, dout],
+                                                          params=[n]),
+                                          vc.CopyStep(da, dout)]),
+                            vc.DownloadStep(dout)])
+        out = seq.run()[0]                  # or seq.record().replay()[0]
+
+Objects (Context, Buffer, Program, Pending, Graph, Sequence) own a library
+handle: close() them or use them as context managers; garbage collection
+closes them too. A child keeps its Context alive, and closing a Context
+releases everything it owns (the children's close() then does nothing).
 """
 
 import ctypes
@@ -38,9 +52,11 @@ from ctypes import (POINTER, Structure, byref, c_char, c_char_p, c_int, c_int32,
 
 __all__ = [
     "VERSION_MAJOR", "WAIT_FOREVER", "DISPATCH_FLAG_DEVICE_TIMING", "DISPATCH_FLAG_COOPERATIVE",
-    "Status", "Role", "CodeKind", "ParamKind", "Source", "LogLevel",
+    "KERNEL_NODE_UPDATE_GRID", "KERNEL_NODE_UPDATE_SCALARS",
+    "Status", "Role", "CodeKind", "ParamKind", "Source", "LogLevel", "GraphNodeKind", "StepKind",
     "VyreError", "LibraryLoadError", "Binding", "BufferRange",
-    "Context", "Buffer", "Program", "Pending", "Outputs",
+    "Context", "Buffer", "Program", "Pending", "Outputs", "Graph", "Sequence",
+    "Step", "DispatchStep", "FillStep", "CopyStep", "UploadStep", "DownloadStep", "Repeat",
     "load", "version", "version_string", "status_name", "last_error", "device_count",
     "device_info", "set_log_callback", "f32", "f64",
 ]
@@ -51,6 +67,8 @@ VERSION_MAJOR = 0
 WAIT_FOREVER = 2 ** 64 - 1
 DISPATCH_FLAG_DEVICE_TIMING = 1 << 0
 DISPATCH_FLAG_COOPERATIVE = 1 << 1
+KERNEL_NODE_UPDATE_GRID = 1 << 0
+KERNEL_NODE_UPDATE_SCALARS = 1 << 1
 
 _U32_MAX = 2 ** 32 - 1
 _U64_MAX = 2 ** 64 - 1
@@ -81,6 +99,8 @@ class Status(enum.IntEnum):
     INVALID_STATE = 17
     DRIVER_ERROR = 18
     INTERNAL = 19
+    #: A graph replay's bindings differ from the recorded shape.
+    SHAPE_MISMATCH = 20
 
 
 class Role(enum.IntEnum):
@@ -119,6 +139,22 @@ class LogLevel(enum.IntEnum):
     TRACE = 3
 
 
+class GraphNodeKind(enum.IntEnum):
+    KERNEL = 1
+    MEMCPY = 2
+    MEMSET = 3
+    #: Any other CUDA graph node type (none are recorded by this library).
+    OTHER = 4
+
+
+class StepKind(enum.IntEnum):
+    DISPATCH = 1
+    FILL = 2
+    COPY = 3
+    UPLOAD = 4
+    DOWNLOAD = 5
+
+
 # ---------------------------------------------------------------------------
 # C layouts. Field for field as in vyre_cuda.h; the tests compare every
 # offset and size with the C compiler's.
@@ -142,6 +178,14 @@ class ProgramHandle(_Handle):
 
 class PendingHandle(_Handle):
     _c_name_ = "vyre_pending"
+
+
+class GraphHandle(_Handle):
+    _c_name_ = "vyre_graph"
+
+
+class SequenceHandle(_Handle):
+    _c_name_ = "vyre_sequence"
 
 
 _c_enum = c_int  # every vyre enum has a FORCE32 member: 4 bytes
@@ -186,7 +230,9 @@ class TelemetryStruct(Structure):
             "transient_pool_misses", "transient_pool_cached_bytes", "pinned_pool_hits",
             "pinned_pool_misses", "pinned_pool_cached_bytes", "module_cache_hits",
             "module_cache_misses", "module_loads", "device_bytes_live", "pinned_bytes_live",
-            "live_buffers", "live_programs", "live_pendings")
+            "live_buffers", "live_programs", "live_pendings", "graph_records",
+            "graph_replays", "graph_uploads_skipped", "graph_launches", "sequence_runs",
+            "live_graphs", "live_sequences")
     ]
 
 
@@ -294,11 +340,88 @@ class TimingStruct(Structure):
     ]
 
 
+class GraphReplayDescStruct(Structure):
+    _c_name_ = "vyre_graph_replay_desc"
+    _fields_ = [
+        ("struct_size", c_uint32),
+        ("flags", c_uint32),
+        ("bindings", POINTER(DispatchBindingStruct)),
+        ("binding_count", c_size_t),
+        ("param_words", POINTER(c_uint32)),
+        ("param_word_count", c_size_t),
+        ("scalars", POINTER(c_uint64)),
+        ("scalar_count", c_size_t),
+        ("element_count", c_uint64),
+    ]
+
+
+class GraphInfoStruct(Structure):
+    _c_name_ = "vyre_graph_info"
+    _fields_ = [
+        ("struct_size", c_uint32),
+        ("from_sequence", c_uint32),
+        ("context", ContextHandle),
+        ("node_count", c_uint64),
+        ("kernel_node_count", c_uint64),
+        ("unchanged_input_node_count", c_uint64),
+        ("element_count", c_uint64),
+        ("capacity_elements", c_uint64),
+        ("replays", c_uint64),
+        ("host_input_bytes", c_uint64),
+        ("host_output_bytes", c_uint64),
+    ]
+
+
+class KernelNodeUpdateStruct(Structure):
+    _c_name_ = "vyre_kernel_node_update"
+    _fields_ = [
+        ("struct_size", c_uint32),
+        ("flags", c_uint32),
+        ("grid", c_uint32 * 3),
+        ("reserved0", c_uint32),
+        ("scalars", POINTER(c_uint64)),
+        ("scalar_count", c_size_t),
+    ]
+
+
+class SequenceStepStruct(Structure):
+    _c_name_ = "vyre_sequence_step"
+    _fields_ = [
+        ("struct_size", c_uint32),
+        ("kind", _c_enum),
+        ("program", ProgramHandle),
+        ("dispatch", POINTER(DispatchDescStruct)),
+        ("buffer", BufferHandle),
+        ("offset", c_uint64),
+        ("bytes", c_uint64),
+        ("src_buffer", BufferHandle),
+        ("src_offset", c_uint64),
+        ("host_src", c_void_p),
+        ("host_dst", c_void_p),
+        ("fill_byte", c_uint32),
+        ("reserved0", c_uint32),
+    ]
+
+
+class SequenceDescStruct(Structure):
+    _c_name_ = "vyre_sequence_desc"
+    _fields_ = [
+        ("struct_size", c_uint32),
+        ("repeat_count", c_uint32),
+        ("steps", POINTER(SequenceStepStruct)),
+        ("step_count", c_size_t),
+        ("repeat_first", c_size_t),
+        ("repeat_step_count", c_size_t),
+    ]
+
+
 #: Every C struct mirrored above (for the layout test).
-C_STRUCTS = (ContextHandle, BufferHandle, ProgramHandle, PendingHandle, DeviceInfoStruct,
-             ContextDescStruct, TelemetryStruct, UploadRangeStruct, DownloadRangeStruct,
-             BufferInfoStruct, BindingDeclStruct, KernelParamStruct, ProgramDescStruct,
-             DispatchBindingStruct, DispatchDescStruct, TimingStruct)
+C_STRUCTS = (ContextHandle, BufferHandle, ProgramHandle, PendingHandle, GraphHandle,
+             SequenceHandle, DeviceInfoStruct, ContextDescStruct, TelemetryStruct,
+             UploadRangeStruct, DownloadRangeStruct, BufferInfoStruct, BindingDeclStruct,
+             KernelParamStruct, ProgramDescStruct, DispatchBindingStruct, DispatchDescStruct,
+             TimingStruct, GraphReplayDescStruct, GraphInfoStruct, KernelNodeUpdateStruct,
+             SequenceStepStruct, SequenceDescStruct)
 
 
 def _new(struct_type, **fields):
@@ -358,6 +481,21 @@ _PROTOTYPES = {
     "vyre_pending_wait": (_S, [PendingHandle, c_uint64]),
     "vyre_pending_timing": (_S, [PendingHandle, POINTER(TimingStruct)]),
     "vyre_pending_release": (_S, [PendingHandle]),
+    "vyre_graph_record": (_S, [ProgramHandle, POINTER(DispatchDescStruct), POINTER(GraphHandle)]),
+    "vyre_graph_replay": (_S, [GraphHandle, POINTER(GraphReplayDescStruct),
+                               POINTER(TimingStruct)]),
+    "vyre_graph_replay_async": (_S, [GraphHandle, POINTER(GraphReplayDescStruct),
+                                     POINTER(PendingHandle)]),
+    "vyre_graph_destroy": (_S, [GraphHandle]),
+    "vyre_graph_info_get": (_S, [GraphHandle, POINTER(GraphInfoStruct)]),
+    "vyre_graph_node_kind_get": (_S, [GraphHandle, c_uint64, POINTER(_c_enum)]),
+    "vyre_graph_kernel_node_update": (_S, [GraphHandle, c_uint64,
+                                           POINTER(KernelNodeUpdateStruct)]),
+    "vyre_sequence_create": (_S, [ContextHandle, POINTER(SequenceDescStruct),
+                                  POINTER(SequenceHandle)]),
+    "vyre_sequence_run": (_S, [SequenceHandle, POINTER(TimingStruct)]),
+    "vyre_sequence_record": (_S, [SequenceHandle, POINTER(GraphHandle)]),
+    "vyre_sequence_destroy": (_S, [SequenceHandle]),
 }
 
 
@@ -660,6 +798,92 @@ def _dim3(value, what):
     return value + (1,) * (3 - len(value))
 
 
+def _resident_range(entry):
+    """entry as a BufferRange when it names resident memory, else None."""
+    if isinstance(entry, tuple) and entry and isinstance(entry[0], Buffer):
+        return BufferRange(*entry)
+    if isinstance(entry, Buffer):
+        return BufferRange(entry)
+    if isinstance(entry, BufferRange):
+        return entry
+    return None
+
+
+def _marshal_bindings(decls, bindings):
+    """vyre_dispatch_binding structs for one entry per declared binding.
+
+    decls: the program's Binding list (their roles say how host data is
+    bound). Returns (structs, keep, keep_out, outputs, residents): keep holds
+    what C reads during the call, keep_out the host output memory (it must
+    live until the wait), outputs[i] the host object receiving binding i's
+    result (or None), residents the Buffers bound."""
+    bindings = list(bindings)
+    keep = []
+    keep_out = []
+    residents = []
+    outputs = Outputs([None] * len(bindings))
+    structs = (DispatchBindingStruct * max(len(bindings), 1))()
+    for i, entry in enumerate(bindings):
+        role = decls[i].role if i < len(decls) else Role.INPUT
+        s = _new(DispatchBindingStruct, source=int(Source.HOST))
+        what = f"binding {i}"
+        resident = _resident_range(entry)
+        if resident is not None:
+            s.source = int(Source.RESIDENT)
+            s.buffer = BufferHandle(resident.buffer.handle)
+            s.offset = _unsigned(resident.offset, 64, f"{what} offset")
+            s.length = _unsigned(resident.length, 64, f"{what} length")
+            residents.append(resident.buffer)
+        elif role == Role.SHARED or entry is None:
+            pass  # SHARED entries are ignored; None leaves the library to object
+        elif role == Role.INPUT:
+            ref = _readable(entry, what)
+            keep.append(ref)
+            s.host_input, s.host_bytes = ref.address, ref.nbytes
+        elif role == Role.OUTPUT:
+            ref = _writable(entry, what)
+            keep_out.append(ref)
+            s.host_output, s.host_bytes = ref.address, ref.nbytes
+            outputs[i] = ref.owner
+        else:  # INPUT_OUTPUT: in place when writable, else into a new bytearray
+            try:
+                ref = _writable(entry, what)
+                keep_out.append(ref)
+                s.host_input = s.host_output = ref.address
+                s.host_bytes = ref.nbytes
+                outputs[i] = ref.owner
+            except TypeError:
+                src = _readable(entry, what)
+                dst = _writable(src.nbytes, what)
+                keep.append(src)
+                keep_out.append(dst)
+                s.host_input, s.host_output, s.host_bytes = src.address, dst.address, src.nbytes
+                outputs[i] = dst.owner
+        structs[i] = s
+    return structs, keep, keep_out, outputs, residents
+
+
+def _scalar_array(values, params, what):
+    """A uint64_t array of scalar values and its length. A float goes in as
+    the bit pattern of the width its slot declares in params (a Program's
+    [(ParamKind, index)] list; float32 when unknown)."""
+    scalar_kinds = {}
+    for kind, index in params or ():
+        if kind in (ParamKind.SCALAR32, ParamKind.SCALAR64):
+            scalar_kinds[index] = kind
+    values = list(values)
+    out = (c_uint64 * max(len(values), 1))()
+    for i, v in enumerate(values):
+        if isinstance(v, float):
+            v = f64(v) if scalar_kinds.get(i) == ParamKind.SCALAR64 else f32(v)
+        v = int(v)
+        if not -2 ** 63 <= v <= _U64_MAX:
+            raise ValueError(f"{what}[{i}] = {v} does not fit 64 bits. Fix: pass values "
+                             f"in [-2**63, 2**64).")
+        out[i] = v & _U64_MAX
+    return out, len(values)
+
+
 # ---------------------------------------------------------------------------
 # Objects
 # ---------------------------------------------------------------------------
@@ -773,6 +997,10 @@ class Context(_Object):
     def program(self, code, entry, bindings, workgroup_size=256, **kwargs):
         """Builds a Program; see Program for the arguments."""
         return Program(self, code, entry, bindings, workgroup_size, **kwargs)
+
+    def sequence(self, steps):
+        """Builds a Sequence from steps; see Sequence."""
+        return Sequence(self, steps)
 
 
 class BufferRange:
@@ -970,74 +1198,17 @@ class Program(_Object):
         outputs): keep holds what C reads during the call; keep_out the host
         output memory, which must live until the wait; outputs[i] is the host
         object that receives binding i's result, or None."""
-        bindings = list(bindings)
-        keep = []
-        keep_out = []
-        outputs = Outputs([None] * len(bindings))
-        structs = (DispatchBindingStruct * max(len(bindings), 1))()
-        for i, entry in enumerate(bindings):
-            role = self.bindings[i].role if i < len(self.bindings) else Role.INPUT
-            s = _new(DispatchBindingStruct, source=int(Source.HOST))
-            what = f"binding {i}"
-            if isinstance(entry, tuple) and entry and isinstance(entry[0], Buffer):
-                entry = BufferRange(*entry)
-            if isinstance(entry, Buffer):
-                entry = BufferRange(entry)
-            if isinstance(entry, BufferRange):
-                s.source = int(Source.RESIDENT)
-                s.buffer = BufferHandle(entry.buffer.handle)
-                s.offset = _unsigned(entry.offset, 64, f"{what} offset")
-                s.length = _unsigned(entry.length, 64, f"{what} length")
-            elif role == Role.SHARED or entry is None:
-                pass  # SHARED entries are ignored; None leaves the library to object
-            elif role == Role.INPUT:
-                ref = _readable(entry, what)
-                keep.append(ref)
-                s.host_input, s.host_bytes = ref.address, ref.nbytes
-            elif role == Role.OUTPUT:
-                ref = _writable(entry, what)
-                keep_out.append(ref)
-                s.host_output, s.host_bytes = ref.address, ref.nbytes
-                outputs[i] = ref.owner
-            else:  # INPUT_OUTPUT: in place when writable, else into a new bytearray
-                try:
-                    ref = _writable(entry, what)
-                    keep_out.append(ref)
-                    s.host_input = s.host_output = ref.address
-                    s.host_bytes = ref.nbytes
-                    outputs[i] = ref.owner
-                except TypeError:
-                    src = _readable(entry, what)
-                    dst = _writable(src.nbytes, what)
-                    keep.append(src)
-                    keep_out.append(dst)
-                    s.host_input, s.host_output, s.host_bytes = src.address, dst.address, src.nbytes
-                    outputs[i] = dst.owner
-            structs[i] = s
-
+        structs, keep, keep_out, outputs, _ = _marshal_bindings(self.bindings, bindings)
+        count = len(outputs)
         words, word_count = _u32_array(params or (), "params")
-        scalar_kinds = {}
-        for kind, index in self.params or ():
-            if kind in (ParamKind.SCALAR32, ParamKind.SCALAR64):
-                scalar_kinds[index] = kind
-        scalars = list(scalars or ())
-        c_scalars = (c_uint64 * max(len(scalars), 1))()
-        for i, v in enumerate(scalars):
-            if isinstance(v, float):
-                # A float goes in as the bit pattern of the width its slot declares.
-                v = f64(v) if scalar_kinds.get(i) == ParamKind.SCALAR64 else f32(v)
-            v = int(v)
-            if not -2 ** 63 <= v <= _U64_MAX:
-                raise ValueError(f"scalars[{i}] = {v} does not fit 64 bits. Fix: pass values "
-                                 f"in [-2**63, 2**64).")
-            c_scalars[i] = v & _U64_MAX
+        c_scalars, scalar_count = _scalar_array(scalars or (), self.params, "scalars")
         keep += [structs, words, c_scalars, bindings]
 
         desc = _new(DispatchDescStruct, flags=_unsigned(flags, 32, "flags"),
-                    bindings=structs if bindings else None,
-                    binding_count=len(bindings), param_words=words if word_count else None,
-                    param_word_count=word_count, scalars=c_scalars if scalars else None,
-                    scalar_count=len(scalars),
+                    bindings=structs if count else None,
+                    binding_count=count, param_words=words if word_count else None,
+                    param_word_count=word_count, scalars=c_scalars if scalar_count else None,
+                    scalar_count=scalar_count,
                     element_count=_unsigned(element_count, 64, "element_count"),
                     fixpoint_iterations=_unsigned(fixpoint_iterations, 32,
                                                   "fixpoint_iterations"),
@@ -1088,18 +1259,27 @@ class Program(_Object):
         del keep
         return Pending(handle.bits, self, keep_out, outputs)
 
+    def record(self, bindings, params=(), scalars=(), grid=None, block=None, element_count=0,
+               fixpoint_iterations=1, shared_memory_bytes=0, flags=0):
+        """Records this dispatch as a Graph (arguments as for dispatch();
+        host entries are sample data of the shape every replay must keep).
+        Nothing runs until Graph.replay()."""
+        return Graph(self, bindings, params, scalars, grid, block, element_count,
+                     fixpoint_iterations, shared_memory_bytes, flags)
+
 
 class Pending(_Object):
-    """An enqueued dispatch. wait() once, then close() (or let it be
-    collected). Closing without waiting waits for the device work but skips
-    copying host outputs back."""
+    """An enqueued dispatch or graph replay. wait() once, then close() (or
+    let it be collected). Closing without waiting waits for the device work
+    but skips copying host outputs back."""
 
     _handle_type = PendingHandle
     _destroy = "vyre_pending_release"
 
-    def __init__(self, bits, program, keep, outputs):
-        super().__init__(bits, program.context)
-        self._program = program
+    def __init__(self, bits, source, keep, outputs):
+        # source: the Program dispatched or the Graph replayed.
+        super().__init__(bits, source.context)
+        self._source = source
         # The host output memory is written during wait(), or by the device
         # until release: it must outlive the handle.
         self._keep = keep
@@ -1134,5 +1314,429 @@ class Pending(_Object):
         finally:
             # The library no longer touches the host memory once released (or
             # once its context is gone).
+            if self.closed:
+                self._keep = None
+
+
+# ---------------------------------------------------------------------------
+# Graphs and sequences
+# ---------------------------------------------------------------------------
+
+class Graph(_Object):
+    """A dispatch (Program.record) or a sequence (Sequence.record) recorded
+    once as a CUDA graph and replayed at the cost of one launch.
+
+    Dispatch graphs: HOST bindings at record time are sample data; every
+    replay passes host data of the same byte lengths (else VyreError with
+    Status.SHAPE_MISMATCH). RESIDENT bindings are kept by address; a replay
+    may rebind them to other ranges of the same context. Replays may also
+    change the parameter words, the scalars and (for a graph recorded with a
+    derived grid) the element count, up to info()["capacity_elements"].
+
+    Sequence graphs replay the whole sequence with replay() and no arguments;
+    they return the sequence's DOWNLOAD results.
+
+    The graph keeps the Python objects it uses (program, bound buffers, the
+    sequence's host memory) alive until close().
+    """
+
+    _handle_type = GraphHandle
+    _destroy = "vyre_graph_destroy"
+    # Defaults, so a closed or half-built Graph still reports INVALID_HANDLE.
+    _program = None
+    _decls = ()
+    _residents = ()
+    _sequence_keep = None
+    _downloads = ()
+
+    def __init__(self, program, bindings, params=(), scalars=(), grid=None, block=None,
+                 element_count=0, fixpoint_iterations=1, shared_memory_bytes=0, flags=0):
+        """Records `program` dispatched with these arguments (see
+        Program.dispatch); nothing runs."""
+        super().__init__(0, program.context)
+        bindings = list(bindings)
+        desc, keep, keep_out, _ = program._prepare(bindings, params, scalars, grid, block,
+                                                   element_count, fixpoint_iterations,
+                                                   shared_memory_bytes, flags)
+        handle = GraphHandle()
+        _call("vyre_graph_record", program._h(), byref(desc), byref(handle))
+        del keep, keep_out  # the sample inputs were copied; nothing else is kept
+        self._bits = handle.bits
+        self._program = program
+        self._decls = program.bindings
+        self._residents = [r.buffer for r in map(_resident_range, bindings) if r is not None]
+
+    @classmethod
+    def _of_sequence(cls, bits, sequence):
+        graph = cls.__new__(cls)
+        _Object.__init__(graph, bits, sequence.context)
+        # The library reads the sequence's host memory at every replay, even
+        # once the sequence itself is closed.
+        graph._sequence_keep = sequence._keep
+        graph._downloads = sequence._downloads
+        return graph
+
+    @property
+    def context(self):
+        return self._context
+
+    @property
+    def program(self):
+        """The recorded Program (None for a sequence graph)."""
+        return self._program
+
+    @property
+    def from_sequence(self):
+        return self._sequence_keep is not None
+
+    def _replay_desc(self, bindings, params, scalars, element_count, flags):
+        """Returns (desc, keep, keep_out, outputs, residents)."""
+        keep, keep_out, residents = [], [], None
+        desc = _new(GraphReplayDescStruct, flags=_unsigned(flags, 32, "flags"),
+                    element_count=_unsigned(element_count, 64, "element_count"))
+        if self.from_sequence:
+            outputs = Outputs(step.out for step in self._downloads)
+            keep_out.append(self._sequence_keep)
+        else:
+            outputs = Outputs([None] * len(self._decls))
+        if bindings is not None:
+            structs, keep, bound_out, outputs, residents = _marshal_bindings(self._decls,
+                                                                             bindings)
+            keep_out += bound_out
+            keep.append(structs)
+            # Non-NULL even for an empty list: "these bindings", not "keep them".
+            desc.bindings = structs
+            desc.binding_count = len(outputs)
+        if params is not None:
+            words, word_count = _u32_array(params, "params")
+            keep.append(words)
+            desc.param_words = words
+            desc.param_word_count = word_count
+        if scalars is not None:
+            c_scalars, scalar_count = _scalar_array(
+                scalars, self._program.params if self._program else None, "scalars")
+            keep.append(c_scalars)
+            desc.scalars = c_scalars
+            desc.scalar_count = scalar_count
+        return desc, keep, keep_out, outputs, residents
+
+    def replay(self, bindings=None, params=None, scalars=None, element_count=0, flags=0):
+        """Replays the graph and waits.
+
+        bindings: None keeps the current resident ranges (a graph without
+          HOST bindings only); else one entry per declared binding with the
+          source it was recorded with, as for Program.dispatch: host data of
+          the recorded byte lengths, or a Buffer / BufferRange /
+          (Buffer, offset, length) to bind from now on.
+        params: new u32 parameter words (kept for later replays); None keeps.
+        scalars: new scalar values (kept); None keeps.
+        element_count: elements the derived grid covers (1 .. capacity
+          class); 0 keeps the current count.
+        flags: 0 or DISPATCH_FLAG_DEVICE_TIMING.
+
+        Returns Outputs with .timing: per binding, the host object holding
+        its result (or None); for a sequence graph, the DOWNLOAD steps'
+        host objects in step order."""
+        desc, keep, keep_out, outputs, residents = self._replay_desc(bindings, params, scalars,
+                                                                     element_count, flags)
+        timing = _new(TimingStruct)
+        _call("vyre_graph_replay", self._h(), byref(desc), byref(timing))
+        del keep, keep_out
+        if residents is not None:
+            self._residents = residents
+        outputs.timing = _struct_dict(timing)
+        return outputs
+
+    def replay_async(self, bindings=None, params=None, scalars=None, element_count=0,
+                     flags=0):
+        """Enqueues a replay and returns a Pending at once (arguments as for
+        replay). Host inputs are read before it returns; host outputs are
+        written by Pending.wait(). A graph with HOST bindings allows one
+        unwaited asynchronous replay at a time."""
+        desc, keep, keep_out, outputs, residents = self._replay_desc(bindings, params, scalars,
+                                                                     element_count, flags)
+        handle = PendingHandle()
+        _call("vyre_graph_replay_async", self._h(), byref(desc), byref(handle))
+        del keep
+        if residents is not None:
+            self._residents = residents
+        return Pending(handle.bits, self, keep_out, outputs)
+
+    def info(self):
+        """dict(from_sequence, context, node_count, kernel_node_count,
+        unchanged_input_node_count, element_count, capacity_elements, replays,
+        host_input_bytes, host_output_bytes); see vyre_graph_info."""
+        info = _new(GraphInfoStruct)
+        _call("vyre_graph_info_get", self._h(), byref(info))
+        d = _struct_dict(info)
+        d["from_sequence"] = bool(info.from_sequence)
+        return d
+
+    def node_kind(self, index):
+        """The GraphNodeKind of node `index` (nodes numbered in run order)."""
+        kind = _c_enum()
+        _call("vyre_graph_node_kind_get", self._h(), _unsigned(index, 64, "index"),
+              byref(kind))
+        try:
+            return GraphNodeKind(kind.value)
+        except ValueError:
+            return kind.value
+
+    def node_kinds(self):
+        """The GraphNodeKind of every node, in run order."""
+        return [self.node_kind(i) for i in range(self.info()["node_count"])]
+
+    def kernel_nodes(self):
+        """Indices of the KERNEL nodes, for update_kernel_node()."""
+        return [i for i, kind in enumerate(self.node_kinds()) if kind == GraphNodeKind.KERNEL]
+
+    def update_kernel_node(self, index, grid=None, scalars=None):
+        """Changes kernel node `index` for later replays without recording
+        again: its grid (1-3 sizes) and/or its scalar parameters. At least one
+        must be given."""
+        update = _new(KernelNodeUpdateStruct)
+        flags = 0
+        keep = None
+        if grid is not None:
+            flags |= KERNEL_NODE_UPDATE_GRID
+            update.grid[:] = _dim3(grid, "grid")
+        if scalars is not None:
+            flags |= KERNEL_NODE_UPDATE_SCALARS
+            keep, count = _scalar_array(
+                scalars, self._program.params if self._program else None, "scalars")
+            update.scalars = keep
+            update.scalar_count = count
+        update.flags = flags
+        _call("vyre_graph_kernel_node_update", self._h(), _unsigned(index, 64, "index"),
+              byref(update))
+        del keep
+
+    def close(self):
+        try:
+            super().close()
+        finally:
+            if self.closed:
+                self._residents = ()
+                self._sequence_keep = None
+
+
+class Step:
+    """One step of a Sequence. Build with DispatchStep, FillStep, CopyStep,
+    UploadStep or DownloadStep; group steps to repeat in a Repeat."""
+
+    kind = None
+
+    def _struct(self, keep):
+        raise NotImplementedError
+
+
+def _step_range(target, offset, nbytes, what):
+    """(buffer, offset, nbytes) for a step's Buffer / BufferRange /
+    (Buffer, offset, length); offset is added to a range's own, and nbytes
+    None means to the end of the range (or buffer)."""
+    r = _resident_range(target)
+    if r is None:
+        raise TypeError(f"{what}: {type(target).__name__} is not resident memory. Fix: pass a "
+                        f"Buffer, a BufferRange or (Buffer, offset, length).")
+    start = int(r.offset) + int(offset)
+    if nbytes is None:
+        end = int(r.offset) + int(r.length) if r.length else r.buffer.nbytes
+        nbytes = max(end - start, 0)
+    return (r.buffer, _unsigned(start, 64, f"{what} offset"),
+            _unsigned(nbytes, 64, f"{what} bytes"))
+
+
+class DispatchStep(Step):
+    """Runs `program` as Program.dispatch would (same arguments), with
+    resident bindings only: move host data with UploadStep / DownloadStep."""
+
+    kind = StepKind.DISPATCH
+
+    def __init__(self, program, bindings, params=(), scalars=(), grid=None, block=None,
+                 element_count=0, fixpoint_iterations=1, shared_memory_bytes=0, flags=0):
+        self.program = program
+        self.bindings = list(bindings)
+        self._args = (params, scalars, grid, block, element_count, fixpoint_iterations,
+                      shared_memory_bytes, flags)
+
+    def _struct(self, keep):
+        desc, desc_keep, keep_out, _ = self.program._prepare(self.bindings, *self._args)
+        keep += [desc, desc_keep, keep_out]  # read (and copied) by vyre_sequence_create
+        return _new(SequenceStepStruct, kind=int(self.kind),
+                    program=ProgramHandle(self.program.handle), dispatch=ctypes.pointer(desc))
+
+
+class FillStep(Step):
+    """Sets nbytes (default: to the end) of a buffer at offset to byte `value`."""
+
+    kind = StepKind.FILL
+
+    def __init__(self, target, value=0, nbytes=None, offset=0):
+        self.buffer, self.offset, self.nbytes = _step_range(target, offset, nbytes, "FillStep")
+        self.value = _unsigned(value, 32, "FillStep value")
+
+    def _struct(self, keep):
+        return _new(SequenceStepStruct, kind=int(self.kind),
+                    buffer=BufferHandle(self.buffer.handle), offset=self.offset,
+                    bytes=self.nbytes, fill_byte=self.value)
+
+
+class CopyStep(Step):
+    """Copies nbytes (default: the rest of src) from src to dst (device to
+    device; the ranges must not overlap)."""
+
+    kind = StepKind.COPY
+
+    def __init__(self, dst, src, nbytes=None, dst_offset=0, src_offset=0):
+        self.src, self.src_offset, src_bytes = _step_range(src, src_offset, nbytes,
+                                                           "CopyStep src")
+        self.buffer, self.offset, self.nbytes = _step_range(dst, dst_offset, src_bytes,
+                                                            "CopyStep dst")
+
+    def _struct(self, keep):
+        return _new(SequenceStepStruct, kind=int(self.kind),
+                    buffer=BufferHandle(self.buffer.handle), offset=self.offset,
+                    bytes=self.nbytes, src_buffer=BufferHandle(self.src.handle),
+                    src_offset=self.src_offset)
+
+
+class UploadStep(Step):
+    """Copies host `data` into a buffer at offset, read when each run (or
+    replay of a recorded graph) starts. Writable C-contiguous data (a
+    bytearray, array.array, numpy array) is read in place, so changing it
+    between runs changes what is uploaded; other data is copied once here."""
+
+    kind = StepKind.UPLOAD
+
+    def __init__(self, target, data, offset=0):
+        self._ref = _readable(data, "UploadStep data")
+        self.data = data
+        self.buffer, self.offset, self.nbytes = _step_range(target, offset, self._ref.nbytes,
+                                                            "UploadStep")
+
+    def _struct(self, keep):
+        return _new(SequenceStepStruct, kind=int(self.kind),
+                    buffer=BufferHandle(self.buffer.handle), offset=self.offset,
+                    bytes=self.nbytes, host_src=self._ref.address)
+
+
+class DownloadStep(Step):
+    """Copies bytes of a buffer at offset into host memory when each run (or
+    replay) ends. out: a writable buffer (its size is the byte count), a byte
+    count for a new bytearray, or None for the rest of the buffer. The result
+    is in .out (and in what run()/replay() return)."""
+
+    kind = StepKind.DOWNLOAD
+
+    def __init__(self, target, out=None, offset=0):
+        if out is None:
+            _, _, out = _step_range(target, offset, None, "DownloadStep")
+        self._ref = _writable(out, "DownloadStep out")
+        self.buffer, self.offset, self.nbytes = _step_range(target, offset, self._ref.nbytes,
+                                                            "DownloadStep")
+
+    @property
+    def out(self):
+        return self._ref.owner
+
+    def _struct(self, keep):
+        return _new(SequenceStepStruct, kind=int(self.kind),
+                    buffer=BufferHandle(self.buffer.handle), offset=self.offset,
+                    bytes=self.nbytes, host_dst=self._ref.address)
+
+
+class Repeat:
+    """A block of steps a Sequence runs `count` times in a row (one block per
+    sequence)."""
+
+    def __init__(self, count, steps):
+        self.count = count
+        self.steps = list(steps)
+
+
+class Sequence(_Object):
+    """Steps over resident buffers (dispatch, fill, copy, upload, download)
+    with at most one repeated block, validated once; run() runs them eagerly,
+    record() captures them as a Graph. Both give identical results.
+
+        seq = ctx.sequence([vc.UploadStep(da, a),
+                            vc.Repeat(10, [vc.DispatchStep(prog, [da, db, dout], params=[n]),
+                                           vc.CopyStep(da, dout)]),
+                            vc.DownloadStep(dout)])
+        result = seq.run()[0]
+
+    The sequence keeps its steps (their buffers, programs and host memory)
+    alive until close(); a graph recorded from it keeps them until its own
+    close()."""
+
+    _handle_type = SequenceHandle
+    _destroy = "vyre_sequence_destroy"
+    _keep = None
+    _downloads = ()
+
+    def __init__(self, context, steps):
+        super().__init__(0, context)
+        flat = []
+        repeat_first = repeat_step_count = repeat_count = 0
+        seen_repeat = False
+        for item in steps:
+            if isinstance(item, Repeat):
+                if seen_repeat:
+                    raise ValueError("Sequence: more than one Repeat block. Fix: a sequence "
+                                     "repeats one block; build a second sequence for another.")
+                seen_repeat = True
+                repeat_first, repeat_step_count = len(flat), len(item.steps)
+                repeat_count = _unsigned(item.count, 32, "Repeat count")
+                for inner in item.steps:
+                    if not isinstance(inner, Step):
+                        raise TypeError(f"Sequence: a Repeat holds {type(inner).__name__}. "
+                                        f"Fix: repeat steps (DispatchStep, FillStep, ...), "
+                                        f"not nested blocks.")
+                    flat.append(inner)
+            elif isinstance(item, Step):
+                flat.append(item)
+            else:
+                raise TypeError(f"Sequence: {type(item).__name__} is not a step. Fix: pass "
+                                f"DispatchStep, FillStep, CopyStep, UploadStep, DownloadStep "
+                                f"or Repeat objects.")
+        keep = []
+        structs = (SequenceStepStruct * max(len(flat), 1))()
+        for i, step in enumerate(flat):
+            structs[i] = step._struct(keep)
+        desc = _new(SequenceDescStruct, repeat_count=repeat_count,
+                    steps=structs if flat else None, step_count=len(flat),
+                    repeat_first=repeat_first, repeat_step_count=repeat_step_count)
+        handle = SequenceHandle()
+        _call("vyre_sequence_create", context._h(), byref(desc), byref(handle))
+        del keep  # the dispatch descriptors were copied
+        self._bits = handle.bits
+        self.steps = flat
+        # The steps hold the buffers, programs and host memory the library uses.
+        self._keep = [flat]
+        self._downloads = [step for step in flat if isinstance(step, DownloadStep)]
+
+    @property
+    def context(self):
+        return self._context
+
+    def run(self):
+        """Runs the steps and waits. Returns Outputs: the DOWNLOAD steps'
+        host objects in step order, with .timing."""
+        timing = _new(TimingStruct)
+        _call("vyre_sequence_run", self._h(), byref(timing))
+        outputs = Outputs(step.out for step in self._downloads)
+        outputs.timing = _struct_dict(timing)
+        return outputs
+
+    def record(self):
+        """Captures the whole sequence as one Graph; replay it with replay()."""
+        handle = GraphHandle()
+        _call("vyre_sequence_record", self._h(), byref(handle))
+        return Graph._of_sequence(handle.bits, self)
+
+    def close(self):
+        try:
+            super().close()
+        finally:
             if self.closed:
                 self._keep = None
