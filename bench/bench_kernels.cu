@@ -1,4 +1,4 @@
-// The benchmark kernel, embedded as PTX (vyre_bench_kernels_ptx). The vyre
+// The benchmark kernels, embedded as PTX (vyre_bench_kernels_ptx). The vyre
 // path and the raw driver path load this same PTX text.
 // Default vyre calling convention: out[i] = a[i] + b[i] for i < params[0].
 extern "C" __global__ void vyre_bench_add_u32(const unsigned* a, const unsigned* b,
@@ -6,4 +6,12 @@ extern "C" __global__ void vyre_bench_add_u32(const unsigned* a, const unsigned*
   const unsigned n = params[0];
   const unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < n) out[i] = a[i] + b[i];
+}
+
+// data[i] += 1 for i < params[0]: the sequence cases chain 100 of these over
+// one resident buffer, each launch depending on the one before.
+extern "C" __global__ void vyre_bench_inc_u32(unsigned* data, const unsigned* params) {
+  const unsigned n = params[0];
+  const unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) data[i] += 1u;
 }

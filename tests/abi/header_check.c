@@ -22,6 +22,12 @@ static const any_fn kFunctions[] = {
     (any_fn)vyre_dispatch,         (any_fn)vyre_dispatch_async,
     (any_fn)vyre_pending_poll,     (any_fn)vyre_pending_wait,
     (any_fn)vyre_pending_timing,   (any_fn)vyre_pending_release,
+    (any_fn)vyre_graph_record,     (any_fn)vyre_graph_replay,
+    (any_fn)vyre_graph_replay_async, (any_fn)vyre_graph_destroy,
+    (any_fn)vyre_graph_info_get,   (any_fn)vyre_graph_node_kind_get,
+    (any_fn)vyre_graph_kernel_node_update,
+    (any_fn)vyre_sequence_create,  (any_fn)vyre_sequence_run,
+    (any_fn)vyre_sequence_record,  (any_fn)vyre_sequence_destroy,
 };
 
 size_t header_check_function_count(void);
@@ -38,6 +44,15 @@ int header_check_inits(void) {
   vyre_dispatch_binding dispatch_binding = VYRE_DISPATCH_BINDING_INIT;
   vyre_dispatch_desc dispatch_desc = VYRE_DISPATCH_DESC_INIT;
   vyre_timing timing = VYRE_TIMING_INIT;
+  vyre_graph_replay_desc replay_desc = VYRE_GRAPH_REPLAY_DESC_INIT;
+  vyre_graph_info graph_info = VYRE_GRAPH_INFO_INIT;
+  vyre_kernel_node_update node_update = VYRE_KERNEL_NODE_UPDATE_INIT;
+  vyre_sequence_step step = VYRE_SEQUENCE_STEP_INIT;
+  vyre_sequence_desc sequence_desc = VYRE_SEQUENCE_DESC_INIT;
+  vyre_graph graph = {0};
+  vyre_sequence sequence = {0};
+  vyre_graph_node_kind node_kind = VYRE_GRAPH_NODE_KERNEL;
+  uint32_t update_flags = VYRE_KERNEL_NODE_UPDATE_GRID | VYRE_KERNEL_NODE_UPDATE_SCALARS;
   vyre_context context = {0};
   vyre_buffer buffer = {0};
   vyre_program program = {0};
@@ -58,6 +73,13 @@ int header_check_inits(void) {
   ok &= dispatch_binding.struct_size == sizeof(vyre_dispatch_binding);
   ok &= dispatch_desc.struct_size == sizeof(vyre_dispatch_desc);
   ok &= timing.struct_size == sizeof(vyre_timing);
+  ok &= replay_desc.struct_size == sizeof(vyre_graph_replay_desc);
+  ok &= graph_info.struct_size == sizeof(vyre_graph_info);
+  ok &= node_update.struct_size == sizeof(vyre_kernel_node_update);
+  ok &= step.struct_size == sizeof(vyre_sequence_step) && step.kind == VYRE_STEP_FILL;
+  ok &= sequence_desc.struct_size == sizeof(vyre_sequence_desc);
+  ok &= graph.bits == 0 && sequence.bits == 0 && node_kind == 1 && update_flags == 3u;
+  ok &= VYRE_STATUS_SHAPE_MISMATCH == 20;
   ok &= context.bits == 0 && buffer.bits == 0 && program.bits == 0 && pending.bits == 0;
   ok &= upload.bytes == 0 && download.bytes == 0 && param.index == 0 && callback == NULL;
   ok &= flags == 3u && forever == UINT64_MAX;

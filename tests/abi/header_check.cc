@@ -23,6 +23,19 @@ static_assert(std::is_same_v<decltype(&vyre_version), uint32_t (*)()>);
 static_assert(std::is_same_v<decltype(&vyre_buffer_free), vyre_status (*)(vyre_buffer)>);
 static_assert(std::is_same_v<decltype(&vyre_pending_wait),
                              vyre_status (*)(vyre_pending, uint64_t)>);
+static_assert(std::is_same_v<decltype(&vyre_graph_record),
+                             vyre_status (*)(vyre_program, const vyre_dispatch_desc*,
+                                             vyre_graph*)>);
+static_assert(std::is_same_v<decltype(&vyre_graph_replay),
+                             vyre_status (*)(vyre_graph, const vyre_graph_replay_desc*,
+                                             vyre_timing*)>);
+static_assert(std::is_same_v<decltype(&vyre_sequence_record),
+                             vyre_status (*)(vyre_sequence, vyre_graph*)>);
+static_assert(!std::is_same_v<vyre_graph, vyre_sequence>);
+static_assert(sizeof(vyre_graph) == 8 && sizeof(vyre_sequence) == 8);
+static_assert(sizeof(vyre_graph_node_kind) == 4 && sizeof(vyre_step_kind) == 4);
+static_assert(std::is_standard_layout_v<vyre_graph_replay_desc> &&
+              std::is_standard_layout_v<vyre_sequence_step>);
 
 int HeaderCheckInits();
 int HeaderCheckInits() {
@@ -35,6 +48,11 @@ int HeaderCheckInits() {
   vyre_dispatch_binding dispatch_binding = VYRE_DISPATCH_BINDING_INIT;
   vyre_dispatch_desc dispatch_desc = VYRE_DISPATCH_DESC_INIT;
   vyre_timing timing = VYRE_TIMING_INIT;
+  vyre_graph_replay_desc replay_desc = VYRE_GRAPH_REPLAY_DESC_INIT;
+  vyre_graph_info graph_info = VYRE_GRAPH_INFO_INIT;
+  vyre_kernel_node_update node_update = VYRE_KERNEL_NODE_UPDATE_INIT;
+  vyre_sequence_step step = VYRE_SEQUENCE_STEP_INIT;
+  vyre_sequence_desc sequence_desc = VYRE_SEQUENCE_DESC_INIT;
   constexpr vyre_context_desc kConstant = VYRE_CONTEXT_DESC_INIT;  // usable in constexpr
   static_assert(kConstant.struct_size == sizeof(vyre_context_desc));
   int ok = 1;
@@ -47,6 +65,11 @@ int HeaderCheckInits() {
   ok &= dispatch_binding.struct_size == sizeof(dispatch_binding);
   ok &= dispatch_desc.struct_size == sizeof(dispatch_desc);
   ok &= timing.struct_size == sizeof(timing);
+  ok &= replay_desc.struct_size == sizeof(replay_desc);
+  ok &= graph_info.struct_size == sizeof(graph_info);
+  ok &= node_update.struct_size == sizeof(node_update);
+  ok &= step.struct_size == sizeof(step);
+  ok &= sequence_desc.struct_size == sizeof(sequence_desc);
   ok &= dispatch_desc.fixpoint_iterations == 1;
   return ok;
 }

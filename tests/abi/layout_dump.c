@@ -17,6 +17,8 @@ int main(void) {
   STRUCT(vyre_buffer);
   STRUCT(vyre_program);
   STRUCT(vyre_pending);
+  STRUCT(vyre_graph);
+  STRUCT(vyre_sequence);
 
   STRUCT(vyre_device_info);
   FIELD(vyre_device_info, struct_size);
@@ -64,6 +66,13 @@ int main(void) {
   FIELD(vyre_telemetry, live_buffers);
   FIELD(vyre_telemetry, live_programs);
   FIELD(vyre_telemetry, live_pendings);
+  FIELD(vyre_telemetry, graph_records);
+  FIELD(vyre_telemetry, graph_replays);
+  FIELD(vyre_telemetry, graph_uploads_skipped);
+  FIELD(vyre_telemetry, graph_launches);
+  FIELD(vyre_telemetry, sequence_runs);
+  FIELD(vyre_telemetry, live_graphs);
+  FIELD(vyre_telemetry, live_sequences);
 
   STRUCT(vyre_upload_range);
   FIELD(vyre_upload_range, offset);
@@ -140,6 +149,59 @@ int main(void) {
   FIELD(vyre_timing, enqueue_ns);
   FIELD(vyre_timing, wait_ns);
 
+  STRUCT(vyre_graph_replay_desc);
+  FIELD(vyre_graph_replay_desc, struct_size);
+  FIELD(vyre_graph_replay_desc, flags);
+  FIELD(vyre_graph_replay_desc, bindings);
+  FIELD(vyre_graph_replay_desc, binding_count);
+  FIELD(vyre_graph_replay_desc, param_words);
+  FIELD(vyre_graph_replay_desc, param_word_count);
+  FIELD(vyre_graph_replay_desc, scalars);
+  FIELD(vyre_graph_replay_desc, scalar_count);
+  FIELD(vyre_graph_replay_desc, element_count);
+
+  STRUCT(vyre_graph_info);
+  FIELD(vyre_graph_info, struct_size);
+  FIELD(vyre_graph_info, from_sequence);
+  FIELD(vyre_graph_info, context);
+  FIELD(vyre_graph_info, node_count);
+  FIELD(vyre_graph_info, kernel_node_count);
+  FIELD(vyre_graph_info, unchanged_input_node_count);
+  FIELD(vyre_graph_info, element_count);
+  FIELD(vyre_graph_info, capacity_elements);
+  FIELD(vyre_graph_info, replays);
+  FIELD(vyre_graph_info, host_input_bytes);
+  FIELD(vyre_graph_info, host_output_bytes);
+
+  STRUCT(vyre_kernel_node_update);
+  FIELD(vyre_kernel_node_update, struct_size);
+  FIELD(vyre_kernel_node_update, flags);
+  FIELD(vyre_kernel_node_update, grid);
+  FIELD(vyre_kernel_node_update, scalars);
+  FIELD(vyre_kernel_node_update, scalar_count);
+
+  STRUCT(vyre_sequence_step);
+  FIELD(vyre_sequence_step, struct_size);
+  FIELD(vyre_sequence_step, kind);
+  FIELD(vyre_sequence_step, program);
+  FIELD(vyre_sequence_step, dispatch);
+  FIELD(vyre_sequence_step, buffer);
+  FIELD(vyre_sequence_step, offset);
+  FIELD(vyre_sequence_step, bytes);
+  FIELD(vyre_sequence_step, src_buffer);
+  FIELD(vyre_sequence_step, src_offset);
+  FIELD(vyre_sequence_step, host_src);
+  FIELD(vyre_sequence_step, host_dst);
+  FIELD(vyre_sequence_step, fill_byte);
+
+  STRUCT(vyre_sequence_desc);
+  FIELD(vyre_sequence_desc, struct_size);
+  FIELD(vyre_sequence_desc, repeat_count);
+  FIELD(vyre_sequence_desc, steps);
+  FIELD(vyre_sequence_desc, step_count);
+  FIELD(vyre_sequence_desc, repeat_first);
+  FIELD(vyre_sequence_desc, repeat_step_count);
+
   ENUM(VYRE_STATUS_OK);
   ENUM(VYRE_STATUS_INVALID_ARGUMENT);
   ENUM(VYRE_STATUS_INVALID_HANDLE);
@@ -160,6 +222,7 @@ int main(void) {
   ENUM(VYRE_STATUS_INVALID_STATE);
   ENUM(VYRE_STATUS_DRIVER_ERROR);
   ENUM(VYRE_STATUS_INTERNAL);
+  ENUM(VYRE_STATUS_SHAPE_MISMATCH);
   ENUM(VYRE_LOG_ERROR);
   ENUM(VYRE_LOG_WARNING);
   ENUM(VYRE_LOG_INFO);
@@ -180,5 +243,16 @@ int main(void) {
   ENUM(VYRE_SOURCE_RESIDENT);
   ENUM(VYRE_DISPATCH_FLAG_DEVICE_TIMING);
   ENUM(VYRE_DISPATCH_FLAG_COOPERATIVE);
+  ENUM(VYRE_GRAPH_NODE_KERNEL);
+  ENUM(VYRE_GRAPH_NODE_MEMCPY);
+  ENUM(VYRE_GRAPH_NODE_MEMSET);
+  ENUM(VYRE_GRAPH_NODE_OTHER);
+  ENUM(VYRE_KERNEL_NODE_UPDATE_GRID);
+  ENUM(VYRE_KERNEL_NODE_UPDATE_SCALARS);
+  ENUM(VYRE_STEP_DISPATCH);
+  ENUM(VYRE_STEP_FILL);
+  ENUM(VYRE_STEP_COPY);
+  ENUM(VYRE_STEP_UPLOAD);
+  ENUM(VYRE_STEP_DOWNLOAD);
   return 0;
 }
