@@ -556,26 +556,42 @@ VYRE_API vyre_status vyre_pending_release(vyre_pending pending);
  *    other ranges of the same context (at least as large as the graph needs,
  *    see vyre_graph_replay_desc), which updates the kernel and memset nodes
  *    of the executable graph without capturing again.
- *  - The parameter words are uploaded once to a block the graph owns; a
- *    replay that passes other words rewrites that block in stream order.
+ *  - The parameter words are uploaded once to a block the graph owns (room
+ *    for the recorded count rounded up to 64 words, at least 64); a replay
+ *    that passes other words rewrites the whole block in stream order, words
+ *    past the new count reading 0.
  *  - Capacity class: a graph recorded for element count n can be replayed for
  *    any element count from 1 up to the next power of two of n; the derived
- *    grid follows the count.
+ *    grid follows the count. A binding recorded with exactly n elements must
+ *    hold the replay's count (a HOST one never grows: SHAPE_MISMATCH); any
+ *    other binding keeps at least its recorded length.
+ *  - Each HOST binding's size is fixed by the recording (the sample's
+ *    host_bytes), OUTPUT ones included.
  *  - Not recordable: cooperative dispatches (a graph launches with
- *    cuLaunchKernel), and HOST outputs whose size is not fixed.
+ *    cuLaunchKernel).
  *
  * Threads: recording captures on a stream of the context's own, with
  * thread-local capture mode, one recording per context at a time; dispatches,
  * buffer copies and replays from other threads on the same context keep
  * running meanwhile (they use the context's work stream, which is never
  * captured). Replays run on the context's work stream, in submission order
- * with dispatches. Replays of one graph are serialised; a graph with HOST
- * bindings allows one unwaited asynchronous replay at a time (its pinned
- * buffers hold that replay's data), a graph without them any number.
+ * with dispatches. Replays of one graph are serialised; while an
+ * asynchronous replay of a graph with HOST bindings is unwaited, any other
+ * replay of it is INVALID_STATE (its pinned buffers hold that replay's data);
+ * a graph without HOST bindings takes any number.
+ *
+ * Replay refusals: a binding count, source or HOST length other than
+ * recorded, or more parameter words than the block holds, is
+ * SHAPE_MISMATCH; an element count above the capacity class is
+ * LIMIT_EXCEEDED; a resident range smaller than the graph needs, a buffer of
+ * another context, or no bindings for a graph with HOST bindings is
+ * INVALID_ARGUMENT; a freed buffer still bound is STALE_HANDLE.
  *
  * Destroying a graph, or freeing a buffer it uses, while a replay is in
- * flight is safe: the memory goes when that replay completes. A replay that
- * would use a freed buffer is refused (STALE_HANDLE) until it is rebound.
+ * flight is safe: the memory stays until that replay completes. A replay that
+ * would use a freed buffer is refused (STALE_HANDLE) until it is rebound; the
+ * freed buffer's memory is released once no graph binds it (rebound, or the
+ * graph destroyed) and no replay uses it.
  */
 
 /** Records a dispatch as a graph. `desc` is as for vyre_dispatch: HOST
@@ -595,7 +611,8 @@ typedef struct vyre_graph_replay_desc {
   const vyre_dispatch_binding* bindings;
   size_t binding_count;
   /** New parameter words, kept for later replays; NULL keeps the current
-   *  ones. At most the recorded count, or 64 words if that is more. */
+   *  ones. At most the graph's block: the recorded count rounded up to a
+   *  multiple of 64 words, at least 64 (else SHAPE_MISMATCH). */
   const uint32_t* param_words;
   size_t param_word_count;
   /** New scalar values for SCALAR32/64 kernel parameters, kept for later
@@ -603,7 +620,9 @@ typedef struct vyre_graph_replay_desc {
   const uint64_t* scalars;
   size_t scalar_count;
   /** Elements the derived grid covers, 1 .. capacity class; 0 keeps the
-   *  current count. Needs a graph recorded with an all-zero grid. */
+   *  current count. Needs a graph recorded with an all-zero grid. A new
+   *  count sets grid x of every kernel node (over any earlier
+   *  vyre_graph_kernel_node_update of it). */
   uint64_t element_count;
 } vyre_graph_replay_desc;
 #define VYRE_GRAPH_REPLAY_DESC_INIT {sizeof(vyre_graph_replay_desc), 0, NULL, 0, NULL, 0, NULL, 0, 0}

@@ -19,6 +19,9 @@ constexpr int kPinnedDriverVersion = 12000;
 
 // X(name): every entry point the engine calls. Names are the unversioned API
 // names; cuda.h maps the struct members to their _v2 spellings consistently.
+// The kernel-node calls take CUDA_KERNEL_NODE_PARAMS_v2, which extends v1 at
+// its end, so either version the driver resolves reads and writes a prefix
+// of what we pass (kern and ctx stay zero).
 #define VYRE_DRIVER_ENTRY_POINTS(X)            \
   X(cuInit)                                    \
   X(cuDriverGetVersion)                        \
@@ -71,6 +74,7 @@ constexpr int kPinnedDriverVersion = 12000;
   X(cuGraphGetNodes)                           \
   X(cuGraphNodeGetType)                        \
   X(cuGraphMemsetNodeGetParams)                \
+  X(cuGraphKernelNodeGetParams)                \
   X(cuGraphExecKernelNodeSetParams)            \
   X(cuGraphExecMemsetNodeSetParams)
 

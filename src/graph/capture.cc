@@ -1,5 +1,9 @@
 #include "graph/capture.h"
 
+#include <cstring>
+
+#include "runtime/program.h"
+
 #include "base/status.h"
 #include "driver/cu_error.h"
 
@@ -36,6 +40,34 @@ absl::Status InventoryMismatch(const char* what, const char* detail, size_t inde
                 what, detail, index);
 }
 
+// Kernel nodes are told apart by function, shape and argument values, so a
+// node index always names the launch recorded at that position (updates by
+// index depend on it).
+absl::Status CheckKernelNode(CUgraphNode node, const RecordedOp& op, size_t index,
+                             const char* what) {
+  CUDA_KERNEL_NODE_PARAMS params{};
+  VYRE_CU(what, cuGraphKernelNodeGetParams, node, &params);
+  if (params.func != nullptr && params.func != op.program->function()) {
+    return InventoryMismatch(what, "a kernel node of another function", index);
+  }
+  if (params.gridDimX != op.shape.grid[0] || params.gridDimY != op.shape.grid[1] ||
+      params.gridDimZ != op.shape.grid[2] || params.blockDimX != op.shape.block[0]) {
+    return InventoryMismatch(what, "a kernel node of another shape", index);
+  }
+  if (params.kernelParams == nullptr) return absl::OkStatus();
+  // Pointer arguments only: they are 8 bytes in any kernel, while a scalar's
+  // true size is the kernel's business (a dispatch passes the low bytes).
+  const std::vector<vyre_kernel_param>& kinds = op.program->params();
+  for (size_t p = 0; p < kinds.size() && p < op.values.size(); ++p) {
+    if (kinds[p].kind == VYRE_PARAM_SCALAR32 || kinds[p].kind == VYRE_PARAM_SCALAR64) continue;
+    if (params.kernelParams[p] == nullptr ||
+        std::memcmp(params.kernelParams[p], &op.values[p], sizeof(uint64_t)) != 0) {
+      return InventoryMismatch(what, "a kernel node with other arguments", index);
+    }
+  }
+  return absl::OkStatus();
+}
+
 // Reads the graph's nodes and checks them, in order, against `ops`.
 absl::Status TakeInventory(CUgraph graph, const std::vector<RecordedOp>& ops,
                            std::vector<CUgraphNode>* nodes, const char* what) {
@@ -60,6 +92,9 @@ absl::Status TakeInventory(CUgraph graph, const std::vector<RecordedOp>& ops,
                                                      KindName(ops[i].kind))
                                          .c_str(),
                                i);
+    }
+    if (ops[i].kind == VYRE_GRAPH_NODE_KERNEL) {
+      VYRE_RETURN_IF_ERROR(CheckKernelNode((*nodes)[i], ops[i], i, what));
     }
     if (ops[i].kind == VYRE_GRAPH_NODE_MEMSET) {
       CUDA_MEMSET_NODE_PARAMS params{};

@@ -85,8 +85,8 @@ absl::StatusOr<std::shared_ptr<Graph>> Graph::RecordDispatch(std::shared_ptr<Pro
       b.buffer = pb.buffer;
       b.offset = pb.offset;
       b.recorded_bytes = pb.bytes;
-      b.sized_by_count = g->grid_derived_ && pb.bytes / pb.decl->element_size == elements;
     }
+    b.sized_by_count = g->grid_derived_ && pb.bytes / pb.decl->element_size == elements;
   }
   g->pinned_bytes_ = cursor > g->param_capacity_ ? cursor : 0;
   VYRE_ASSIGN_OR_RETURN(g->device_, OwnedBytes::Allocate(OwnedBytes::Kind::kDevice, ctx.cu(),
@@ -166,7 +166,10 @@ absl::StatusOr<std::shared_ptr<Graph>> Graph::RecordDispatch(std::shared_ptr<Pro
   RecordFn unchanged = [record](CUstream s, std::vector<RecordedOp>* ops) {
     return record(false, s, ops);
   };
-  VYRE_RETURN_IF_ERROR(g->Capture(full, host_inputs ? &unchanged : nullptr, what));
+  // The graph without input copies only runs when the inputs can be reused:
+  // an INPUT_OUTPUT binding's device copy changes with every run.
+  const bool reusable = host_inputs && g->inputs_reusable_;
+  VYRE_RETURN_IF_ERROR(g->Capture(full, reusable ? &unchanged : nullptr, what));
   for (size_t i = 0; i < g->full_.ops.size(); ++i) {
     const RecordedOp& op = g->full_.ops[i];
     if (op.kind == VYRE_GRAPH_NODE_MEMSET && op.binding >= 0) {
@@ -536,6 +539,7 @@ absl::Status Graph::Launch(const vyre_graph_replay_desc& desc, ReplayWork* work,
     void* host_output = nullptr;
   };
   absl::InlinedVector<Next, 8> next(bindings_.size());
+  bool resident_changed = false;
   const unsigned char* base = reinterpret_cast<const unsigned char*>(desc.bindings);
   const uint32_t stride = rebinding && !bindings_.empty() ? desc.bindings[0].struct_size : 0;
   for (size_t i = 0; i < bindings_.size(); ++i) {
@@ -575,6 +579,13 @@ absl::Status Graph::Launch(const vyre_graph_replay_desc& desc, ReplayWork* work,
         VYRE_RETURN_IF_ERROR(BindHost(what, i, decl, in, &bound));
         n.host_input = in.host_input;
         n.host_output = in.host_output;
+        if (b.sized_by_count && count * decl.element_size > b.bytes) {
+          return Errorf(VYRE_STATUS_SHAPE_MISMATCH,
+                        "%s: element_count %u needs %u elements in HOST binding %u ('%s'), "
+                        "which was recorded with %u. Fix: record the graph again for %u "
+                        "elements.",
+                        what, count, count, i, decl.name, b.bytes / decl.element_size, count);
+        }
         continue;
       }
       VYRE_RETURN_IF_ERROR(BindResident(what, i, decl, ctx, in, &bound));
@@ -582,6 +593,8 @@ absl::Status Graph::Launch(const vyre_graph_replay_desc& desc, ReplayWork* work,
       n.buffer = std::move(bound.buffer);
       n.offset = bound.offset;
       n.bytes = bound.bytes;
+      resident_changed = resident_changed || n.buffer != b.buffer || n.offset != b.offset ||
+                         n.bytes != b.bytes;
     } else {
       n.buffer = b.buffer;
       n.offset = b.offset;
@@ -618,11 +631,12 @@ absl::Status Graph::Launch(const vyre_graph_replay_desc& desc, ReplayWork* work,
   absl::InlinedVector<RecordedOp, 4> kernels;
   absl::InlinedVector<size_t, 4> kernel_nodes;
   // A replay that changes nothing touches no node (the steady state).
-  const bool kernels_change = rebinding || desc.scalars != nullptr || count != element_count_;
+  const bool kernels_change =
+      resident_changed || desc.scalars != nullptr || count != element_count_;
   for (size_t i = 0; kernels_change && i < full_.ops.size(); ++i) {
     if (full_.ops[i].kind != VYRE_GRAPH_NODE_KERNEL) continue;
     RecordedOp op = full_.ops[i];
-    if (rebinding) UpdateKernelBindings(program, pointer_of, &op.values);
+    if (resident_changed) UpdateKernelBindings(program, pointer_of, &op.values);
     if (desc.scalars != nullptr) UpdateKernelScalars(program, desc.scalars, &op.values);
     if (count != element_count_) op.shape.grid[0] = grid_x;
     kernels.push_back(std::move(op));
@@ -672,7 +686,8 @@ absl::Status Graph::Launch(const vyre_graph_replay_desc& desc, ReplayWork* work,
     absl::string_view words(reinterpret_cast<const char*>(desc.param_words),
                             desc.param_word_count * 4);
     if (words != words_) {
-      const uint64_t bytes = std::max<uint64_t>(words.size(), 4);
+      // The whole block: words past a shorter list read 0, as at record.
+      const uint64_t bytes = param_capacity_;
       VYRE_ASSIGN_OR_RETURN(work->param_staging, ctx.pinned_pool().Acquire(bytes, what));
       std::memset(work->param_staging.host(), 0, bytes);
       std::memcpy(work->param_staging.host(), words.data(), words.size());

@@ -83,3 +83,58 @@ extern "C" __global__ void vyre_test_grid_sync(const u32* in, u32* scratch, u32*
   cooperative_groups::this_grid().sync();
   if (i < n) out[i] = scratch[(i + blockDim.x) % n] + 1u;
 }
+
+// --- Graph and sequence suites (graph_test.cc, sequence_test.cc) -----------
+
+// Explicit parameter list with Triton-style trailing scratch pointers, which
+// the program declares VYRE_PARAM_NULL_POINTER:
+//   params {SCALAR32 0, BINDING 0, BINDING 1, SCALAR64 1, NULL_POINTER, NULL_POINTER}
+// y[i] = a * x[i] + y[i] (wrapping) for i < n. If either scratch pointer is
+// not null every element gets 0xDEADBEEF instead, so a wrong parameter layout
+// shows in every element.
+extern "C" __global__ void vyre_test_axpy_scratch_u32(u32 a, const u32* x, u32* y,
+                                                      unsigned long long n, void* scratch0,
+                                                      void* scratch1) {
+  const unsigned long long i = GlobalThreadIndex();
+  if (i >= n) return;
+  if (scratch0 != nullptr || scratch1 != nullptr) {
+    y[i] = 0xDEADBEEFu;
+    return;
+  }
+  y[i] = a * x[i] + y[i];
+}
+
+// Dynamic shared memory (extern __shared__): each block stages its slice of
+// `in` in shared memory, params[1] slots apart (so a launch needs
+// blockDim.x * params[1] * 4 bytes), and writes it back mirrored inside the
+// block. With n = params[0], t = threadIdx.x, B = blockDim.x and
+// m = blockIdx.x * B + (B - 1 - t): out[i] = in[m] for i < n and m < n; other
+// elements are not written.
+extern "C" __global__ void vyre_test_block_reverse_u32(const u32* in, u32* out,
+                                                       const u32* params) {
+  extern __shared__ u32 tile[];
+  const u32 n = params[0];
+  const u32 stride = params[1];
+  const u32 t = threadIdx.x;
+  const u32 i = GlobalThreadIndex();
+  tile[t * stride] = i < n ? in[i] : 0u;
+  __syncthreads();
+  const u32 mirror = blockDim.x - 1u - t;
+  const u32 source = blockIdx.x * blockDim.x + mirror;
+  if (i < n && source < n) out[i] = tile[mirror * stride];
+}
+
+// 2-D grid and 2-D blocks: with width = params[0], height = params[1], for
+// x < width and y < height, idx = y * width + x:
+//   out[idx] = a[idx] + b[idx] + (y << 16) + x
+extern "C" __global__ void vyre_test_add_2d_u32(const u32* a, const u32* b, u32* out,
+                                                const u32* params) {
+  const u32 width = params[0];
+  const u32 height = params[1];
+  const u32 x = blockIdx.x * blockDim.x + threadIdx.x;
+  const u32 y = blockIdx.y * blockDim.y + threadIdx.y;
+  if (x < width && y < height) {
+    const u32 idx = y * width + x;
+    out[idx] = a[idx] + b[idx] + (y << 16) + x;
+  }
+}

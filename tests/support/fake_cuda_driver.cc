@@ -156,6 +156,8 @@ struct FakeGraphNode {
   std::string kernel;
   LaunchShape shape{};
   std::vector<unsigned char> args;  // packed like a CU_LAUNCH_PARAM_BUFFER_POINTER block
+  CUfunction function = nullptr;      // the handle captured, as cuGraphKernelNodeGetParams gives it
+  std::vector<void*> arg_pointers;    // kernelParams view of `args`, for the same call
 
   CUgraphNodeType type() const {
     if (op == NodeOp::kKernel) return CU_GRAPH_NODE_TYPE_KERNEL;
@@ -1308,6 +1310,7 @@ CUresult LaunchOrCapture(const char* fn, CUfunction function, const LaunchShape&
   node->op = NodeOp::kKernel;
   node->module_serial = f->module->serial;
   node->kernel = f->name;
+  node->function = function;
   node->shape = shape;
   if (CUresult r = PackKernelArgs(f->name, args, &node->args)) return r;
   capture->graph->nodes.push_back(std::move(node));
@@ -1636,6 +1639,38 @@ CUresult fake_cuGraphMemsetNodeGetParams(CUgraphNode node, CUDA_MEMSET_NODE_PARA
   return CUDA_SUCCESS;
 }
 
+// Gives the node's function, shape and argument values (kernelParams points
+// into the node, valid until the graph is destroyed, as the driver's is).
+CUresult fake_cuGraphKernelNodeGetParams(CUgraphNode node, CUDA_KERNEL_NODE_PARAMS* params) {
+  static constexpr const char* fn = "cuGraphKernelNodeGetParams";
+  Lock lock(S().mu);
+  if (CUresult r = RequireContext(fn)) return r;
+  FakeGraphNode* n = FindGraphNode(node);
+  if (n == nullptr) {
+    return Misuse(CUDA_ERROR_INVALID_VALUE, "%s: unknown node %p", fn, static_cast<void*>(node));
+  }
+  if (n->op != NodeOp::kKernel) return Misuse(CUDA_ERROR_INVALID_VALUE, "%s on a non-kernel node", fn);
+  if (params == nullptr) return Misuse(CUDA_ERROR_INVALID_VALUE, "%s: NULL params", fn);
+  n->arg_pointers.clear();
+  size_t offset = 0;
+  for (size_t size : KernelParamSizes(n->kernel)) {
+    offset = (offset + size - 1) / size * size;
+    n->arg_pointers.push_back(n->args.data() + offset);
+    offset += size;
+  }
+  *params = CUDA_KERNEL_NODE_PARAMS{};
+  params->func = n->function;
+  params->gridDimX = n->shape.grid[0];
+  params->gridDimY = n->shape.grid[1];
+  params->gridDimZ = n->shape.grid[2];
+  params->blockDimX = n->shape.block[0];
+  params->blockDimY = n->shape.block[1];
+  params->blockDimZ = n->shape.block[2];
+  params->sharedMemBytes = n->shape.shared_bytes;
+  params->kernelParams = n->arg_pointers.empty() ? nullptr : n->arg_pointers.data();
+  return CUDA_SUCCESS;
+}
+
 CUresult fake_cuGraphInstantiateWithFlags(CUgraphExec* exec, CUgraph graph,
                                           unsigned long long flags) {
   Lock lock(S().mu);
@@ -1885,6 +1920,7 @@ const ProcEntry kProcs[] = {
     FAKE_PROC(cuGraphGetNodes),
     FAKE_PROC(cuGraphNodeGetType),
     FAKE_PROC(cuGraphMemsetNodeGetParams),
+    FAKE_PROC(cuGraphKernelNodeGetParams),
     FAKE_PROC(cuGraphExecKernelNodeSetParams),
     FAKE_PROC(cuGraphExecMemsetNodeSetParams),
 };
