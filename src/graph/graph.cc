@@ -424,12 +424,16 @@ absl::Status Graph::LaunchExec(bool unchanged_inputs, const char* what) {
   t.graph_replays.Add();
   t.graph_launches.Add();
   if (unchanged_inputs) t.graph_uploads_skipped.Add();
-  t.h2d_bytes.Add(c.h2d_bytes);
-  t.h2d_operations.Add(c.h2d_operations);
-  t.d2h_bytes.Add(c.d2h_bytes);
-  t.d2h_operations.Add(c.d2h_operations);
-  t.memset_operations.Add(c.memset_operations);
-  t.kernel_launches.Add(c.kernel_launches);
+  // Each counter is an atomic add: skip the ones this graph never moves.
+  auto add = [](Counter& counter, uint64_t n) {
+    if (n != 0) counter.Add(n);
+  };
+  add(t.h2d_bytes, c.h2d_bytes);
+  add(t.h2d_operations, c.h2d_operations);
+  add(t.d2h_bytes, c.d2h_bytes);
+  add(t.d2h_operations, c.d2h_operations);
+  add(t.memset_operations, c.memset_operations);
+  add(t.kernel_launches, c.kernel_launches);
   ++replays_;
   return absl::OkStatus();
 }
@@ -596,10 +600,10 @@ absl::Status Graph::Launch(const vyre_graph_replay_desc& desc, ReplayWork* work,
       resident_changed = resident_changed || n.buffer != b.buffer || n.offset != b.offset ||
                          n.bytes != b.bytes;
     } else {
-      n.buffer = b.buffer;
+      // Kept as bound: next[i].buffer stays empty (nothing changes hands).
       n.offset = b.offset;
       n.bytes = b.bytes;
-      if (n.buffer->freed()) {
+      if (b.buffer->freed()) {
         return Errorf(VYRE_STATUS_STALE_HANDLE,
                       "%s: binding %u ('%s') is bound to a buffer that was freed. Fix: rebind "
                       "it to a live buffer through vyre_graph_replay_desc.bindings.",
@@ -642,11 +646,9 @@ absl::Status Graph::Launch(const vyre_graph_replay_desc& desc, ReplayWork* work,
     kernels.push_back(std::move(op));
     kernel_nodes.push_back(i);
   }
-  driver::ScopedContext bind(ctx.cu());
-  VYRE_RETURN_IF_ERROR(bind.status(what));
   if (reapply_) VYRE_RETURN_IF_ERROR(ApplyAll(what));
   absl::Status updated;
-  for (size_t i = 0; i < bindings_.size() && updated.ok(); ++i) {
+  for (size_t i = 0; resident_changed && i < bindings_.size() && updated.ok(); ++i) {
     const Binding& b = bindings_[i];
     if (b.memset_node < 0 || b.host) continue;
     if (next[i].buffer == b.buffer && next[i].offset == b.offset && next[i].bytes == b.bytes) {
@@ -670,7 +672,7 @@ absl::Status Graph::Launch(const vyre_graph_replay_desc& desc, ReplayWork* work,
     return updated;
   }
   for (size_t k = 0; k < kernels.size(); ++k) full_.ops[kernel_nodes[k]] = std::move(kernels[k]);
-  for (size_t i = 0; i < bindings_.size(); ++i) {
+  for (size_t i = 0; resident_changed && i < bindings_.size(); ++i) {
     Binding& b = bindings_[i];
     if (b.decl->role == VYRE_ROLE_SHARED || b.host) continue;
     b.buffer = std::move(next[i].buffer);
@@ -718,8 +720,10 @@ absl::Status Graph::Launch(const vyre_graph_replay_desc& desc, ReplayWork* work,
                                b.readback_bytes});
     }
   }
-  for (const Binding& b : bindings_) {
-    if (b.buffer) work->buffers.push_back(b.buffer);
+  if (work->keep_buffers) {
+    for (const Binding& b : bindings_) {
+      if (b.buffer) work->buffers.push_back(b.buffer);
+    }
   }
   VYRE_RETURN_IF_ERROR(LaunchExec(unchanged_inputs, what));
   device_inputs_valid_ = true;

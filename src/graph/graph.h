@@ -39,6 +39,10 @@ struct ReplayWork {
   absl::InlinedVector<HostCopy, 8> outputs;
   const Sequence* downloads_of = nullptr;  // sequence graphs: DOWNLOAD steps
   const unsigned char* pinned = nullptr;
+  // Asynchronous replays hold the resident buffers they use; a synchronous
+  // one holds the graph's lock until its wait ends, so the graph's own
+  // references cannot go meanwhile.
+  bool keep_buffers = false;
   absl::InlinedVector<std::shared_ptr<Buffer>, 8> buffers;
   PoolBlock param_staging;
 

@@ -13,6 +13,7 @@ namespace vyre {
 GraphReplay::GraphReplay(std::shared_ptr<Graph> graph, bool synchronous)
     : graph_(std::move(graph)), synchronous_(synchronous) {
   if (!synchronous_) graph_->context().telemetry().live_pendings.Add();
+  work_.keep_buffers = !synchronous_;
 }
 
 GraphReplay::~GraphReplay() {
