@@ -94,7 +94,13 @@ VYRE_API vyre_status vyre_graph_replay_async(vyre_graph graph,
     vyre_graph_replay_desc d;
     VYRE_RETURN_IF_ERROR(vyre::ReadReplayDesc(what, desc, &d));
     std::shared_ptr<vyre::Context> ctx = g->context_ref();
-    auto replay = std::make_shared<vyre::GraphReplay>(std::move(g), /*synchronous=*/false);
+    std::shared_ptr<vyre::GraphReplay> replay =
+        std::static_pointer_cast<vyre::GraphReplay>(ctx->TakeRecycledReplay());
+    if (replay) {
+      replay->Attach(std::move(g));
+    } else {
+      replay = std::make_shared<vyre::GraphReplay>(std::move(g), /*synchronous=*/false);
+    }
     VYRE_RETURN_IF_ERROR(replay->Enqueue(d, /*host_timing=*/true, what));
     VYRE_ASSIGN_OR_RETURN(uint64_t bits, vyre::Pendings().Insert(replay));
     replay->set_handle(bits);

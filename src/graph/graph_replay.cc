@@ -11,17 +11,40 @@
 namespace vyre {
 
 GraphReplay::GraphReplay(std::shared_ptr<Graph> graph, bool synchronous)
-    : graph_(std::move(graph)), synchronous_(synchronous) {
-  if (!synchronous_) graph_->context().telemetry().live_pendings.Add();
+    : synchronous_(synchronous) {
   work_.keep_buffers = !synchronous_;
+  Attach(std::move(graph));
 }
 
-GraphReplay::~GraphReplay() {
+GraphReplay::~GraphReplay() { Detach(); }
+
+void GraphReplay::Attach(std::shared_ptr<Graph> graph) {
+  graph_ = std::move(graph);
+  state_ = State::kIdle;
+  device_work_pending_ = false;
+  host_timing_ = false;
+  timing_ = vyre_timing{};
+  started_ns_ = 0;
+  if (!synchronous_) graph_->context().telemetry().live_pendings.Add();
+}
+
+void GraphReplay::Detach() {
+  if (!graph_) return;
   {
     auto lock = Lock();
     ReleaseResources();
   }
   if (!synchronous_) graph_->context().telemetry().live_pendings.Sub(1);
+  graph_.reset();
+}
+
+void GraphReplay::Recycle(std::shared_ptr<PendingWork> self) {
+  if (synchronous_ || !graph_) return;
+  // Hold the context: detaching may drop the last reference to the graph,
+  // and through it to the context.
+  std::shared_ptr<Context> ctx = graph_->context_ref();
+  Detach();
+  ctx->RecycleReplay(std::move(self));
 }
 
 void GraphReplay::ReleaseResources() {

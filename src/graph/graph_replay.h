@@ -19,6 +19,10 @@ class GraphReplay final : public PendingWork {
  public:
   GraphReplay(std::shared_ptr<Graph> graph, bool synchronous);
   ~GraphReplay() override;
+  // Released asynchronous replays are kept by the context (detached, holding
+  // nothing) and reused, so steady asynchronous replays allocate nothing.
+  void Attach(std::shared_ptr<Graph> graph);
+  void Detach();
   GraphReplay(const GraphReplay&) = delete;
   GraphReplay& operator=(const GraphReplay&) = delete;
 
@@ -29,6 +33,7 @@ class GraphReplay final : public PendingWork {
   absl::StatusOr<vyre_timing> Timing(const char* what) override;
   void Abandon() override;
   std::shared_ptr<Context> context_ref() const override { return graph_->context_ref(); }
+  void Recycle(std::shared_ptr<PendingWork> self) override;
 
  private:
   enum class State { kIdle, kInFlight, kWaited };

@@ -7,6 +7,7 @@
 #include "driver/driver_api.h"
 #include "runtime/memory.h"
 #include "runtime/pending.h"
+#include "runtime/pending_work.h"
 
 namespace vyre {
 namespace {
@@ -169,10 +170,30 @@ void Context::RecyclePending(std::shared_ptr<PendingDispatch> pending) {
   if (recycled_.size() < kMaxRecycled) recycled_.push_back(std::move(pending));
 }
 
+std::shared_ptr<PendingWork> Context::TakeRecycledReplay() {
+  std::lock_guard lock(recycled_mu_);
+  if (recycled_replays_.empty()) return nullptr;
+  std::shared_ptr<PendingWork> replay = std::move(recycled_replays_.back());
+  recycled_replays_.pop_back();
+  return replay;
+}
+
+void Context::RecycleReplay(std::shared_ptr<PendingWork> replay) {
+  constexpr size_t kMaxRecycled = 64;
+  if (replay.use_count() != 1) return;
+  {
+    std::lock_guard lock(mu_);
+    if (closed_) return;
+  }
+  std::lock_guard lock(recycled_mu_);
+  if (recycled_replays_.size() < kMaxRecycled) recycled_replays_.push_back(std::move(replay));
+}
+
 std::vector<std::pair<HandleType, uint64_t>> Context::Close() {
   {
     std::lock_guard recycled_lock(recycled_mu_);
     recycled_.clear();
+    recycled_replays_.clear();
   }
   std::lock_guard lock(mu_);
   closed_ = true;

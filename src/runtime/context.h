@@ -23,6 +23,7 @@
 namespace vyre {
 
 class PendingDispatch;
+class PendingWork;
 
 // Fills `info` for a device ordinal; the driver must be loaded.
 absl::Status QueryDeviceInfo(uint32_t ordinal, vyre_device_info* info);
@@ -72,6 +73,9 @@ class Context {
   // so a steady stream of async dispatches allocates nothing.
   std::shared_ptr<PendingDispatch> TakeRecycledPending();
   void RecyclePending(std::shared_ptr<PendingDispatch> pending);
+  // The same for graph replays (detached by their owner before recycling).
+  std::shared_ptr<PendingWork> TakeRecycledReplay();
+  void RecycleReplay(std::shared_ptr<PendingWork> replay);
 
  private:
   Context() = default;
@@ -92,6 +96,7 @@ class Context {
 
   std::mutex recycled_mu_;  // std::mutex: on the async dispatch path
   std::vector<std::shared_ptr<PendingDispatch>> recycled_;
+  std::vector<std::shared_ptr<PendingWork>> recycled_replays_;
 
   std::mutex mu_;  // guards the members below
   bool closed_ = false;

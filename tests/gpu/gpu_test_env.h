@@ -115,6 +115,8 @@ using ContextHandle = UniqueHandle<vyre_context, vyre_context_destroy>;
 using BufferHandle = UniqueHandle<vyre_buffer, vyre_buffer_free>;
 using ProgramHandle = UniqueHandle<vyre_program, vyre_program_destroy>;
 using PendingHandle = UniqueHandle<vyre_pending, vyre_pending_release>;
+using GraphHandle = UniqueHandle<vyre_graph, vyre_graph_destroy>;
+using SequenceHandle = UniqueHandle<vyre_sequence, vyre_sequence_destroy>;
 
 // ---------------------------------------------------------------------------
 // Random data (never zero)

@@ -28,7 +28,6 @@
 namespace vyre_test {
 namespace {
 
-using GraphHandle = UniqueHandle<vyre_graph, vyre_graph_destroy>;
 
 // ---------------------------------------------------------------------------
 // Helpers

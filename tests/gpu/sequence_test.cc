@@ -23,8 +23,6 @@
 namespace vyre_test {
 namespace {
 
-using GraphHandle = UniqueHandle<vyre_graph, vyre_graph_destroy>;
-using SequenceHandle = UniqueHandle<vyre_sequence, vyre_sequence_destroy>;
 
 constexpr uint32_t kBlock = 256;
 
