@@ -110,7 +110,8 @@ absl::Status TakeInventory(CUgraph graph, const std::vector<RecordedOp>& ops,
 }  // namespace
 
 absl::StatusOr<ExecutableGraph> CaptureGraph(CUstream stream, const RecordFn& record,
-                                             const char* what) {
+                                             const char* what, bool* capture_stuck) {
+  *capture_stuck = false;
   ExecutableGraph out;
   VYRE_CU(what, cuStreamBeginCapture, stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
   absl::Status recorded = record(stream, &out.ops);
@@ -119,6 +120,17 @@ absl::StatusOr<ExecutableGraph> CaptureGraph(CUstream stream, const RecordFn& re
   CUgraph raw = nullptr;
   CUresult ended = driver::Api().cuStreamEndCapture(stream, &raw);
   out.graph = GraphGuard(raw);
+  if (ended != CUDA_SUCCESS && raw == nullptr) {
+    // The capture may still be on: in thread-local mode it would keep this
+    // thread from freeing memory. Ending it again either ends it, or says
+    // it has ended (ILLEGAL_STATE); anything else leaves the stream stuck.
+    CUgraph again = nullptr;
+    CUresult retry = driver::Api().cuStreamEndCapture(stream, &again);
+    GraphGuard discard(again);
+    if (retry != CUDA_SUCCESS && retry != CUDA_ERROR_ILLEGAL_STATE && again == nullptr) {
+      *capture_stuck = true;
+    }
+  }
   VYRE_RETURN_IF_ERROR(recorded);
   if (ended != CUDA_SUCCESS) {
     return driver::CuError(ended, what, "cuStreamEndCapture",

@@ -52,10 +52,12 @@ struct ExecutableGraph {
 
 // Captures what `record` enqueues on `stream` (thread-local capture mode),
 // checks the node inventory and instantiates the graph. On any failure the
-// capture is ended and everything made so far is released. The caller holds
-// the context's capture mutex and has made the context current.
+// capture is ended and everything made so far is released; if the driver
+// would not end it, *capture_stuck says the stream must not be used again.
+// The caller holds the context's capture mutex and has made the context
+// current.
 absl::StatusOr<ExecutableGraph> CaptureGraph(CUstream stream, const RecordFn& record,
-                                             const char* what);
+                                             const char* what, bool* capture_stuck);
 
 // Classifies a driver node type.
 vyre_graph_node_kind NodeKindOf(CUgraphNodeType type);

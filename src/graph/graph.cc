@@ -216,10 +216,17 @@ absl::Status Graph::Capture(const RecordFn& record_full, const RecordFn* record_
   {
     std::lock_guard capture_lock(ctx.capture_mutex());
     VYRE_ASSIGN_OR_RETURN(CUstream stream, ctx.CaptureStream(what));
-    VYRE_ASSIGN_OR_RETURN(full_, CaptureGraph(stream, record_full, what));
-    if (record_unchanged != nullptr) {
-      VYRE_ASSIGN_OR_RETURN(unchanged_, CaptureGraph(stream, *record_unchanged, what));
+    bool stuck = false;
+    absl::StatusOr<ExecutableGraph> full = CaptureGraph(stream, record_full, what, &stuck);
+    if (full.ok() && record_unchanged != nullptr) {
+      full_ = *std::move(full);
+      full = CaptureGraph(stream, *record_unchanged, what, &stuck);
+      if (full.ok()) unchanged_ = *std::move(full);
+    } else if (full.ok()) {
+      full_ = *std::move(full);
     }
+    if (stuck) ctx.RetireCaptureStream();
+    VYRE_RETURN_IF_ERROR(full.status());
   }
   // Upload the executable graphs now, in stream order before any replay, so
   // the first replay costs what every later one does.

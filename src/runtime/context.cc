@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "base/log.h"
 #include "base/status.h"
 #include "driver/cu_error.h"
 #include "driver/driver_api.h"
@@ -124,6 +125,7 @@ Context::~Context() {
     if (r != CUDA_SUCCESS) driver::LogReleaseFailure("cuStreamSynchronize", r);
   }
   capture_stream_.reset();
+  retired_capture_streams_.clear();
   modules_.reset();
   events_.reset();
   pinned_pool_.reset();
@@ -207,6 +209,14 @@ absl::StatusOr<CUstream> Context::CaptureStream(const char* what) {
     VYRE_CU(what, cuStreamCreate, capture_stream_.out(), CU_STREAM_NON_BLOCKING);
   }
   return capture_stream_.get();
+}
+
+void Context::RetireCaptureStream() {
+  if (!capture_stream_) return;
+  Logf(VYRE_LOG_WARNING,
+       "the driver would not end a graph capture; its stream is set aside until the context "
+       "is destroyed");
+  retired_capture_streams_.push_back(std::move(capture_stream_));
 }
 
 void Context::Trim() {

@@ -65,6 +65,9 @@ class Context {
   // and CaptureStream() (created on first use; the context must be current).
   std::mutex& capture_mutex() { return capture_mu_; }
   absl::StatusOr<CUstream> CaptureStream(const char* what);
+  // A capture the driver would not end leaves its stream unusable: set it
+  // aside (released with the context) so the next recording makes another.
+  void RetireCaptureStream();
 
   void Trim();
   vyre_telemetry Snapshot() const;
@@ -93,6 +96,7 @@ class Context {
 
   std::mutex capture_mu_;
   driver::StreamGuard capture_stream_;  // guarded by capture_mu_
+  std::vector<driver::StreamGuard> retired_capture_streams_;  // guarded by capture_mu_
 
   std::mutex recycled_mu_;  // std::mutex: on the async dispatch path
   std::vector<std::shared_ptr<PendingDispatch>> recycled_;

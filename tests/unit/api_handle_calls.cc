@@ -28,6 +28,34 @@ DispatchSpec HostAddDispatch() {
   return spec;
 }
 
+// A replay of a graph recorded from HostAddDispatch().
+vyre_status ReplayHostAdd(uint64_t graph_bits, bool async) {
+  DispatchSpec spec = HostAddDispatch();
+  vyre_graph_replay_desc desc = VYRE_GRAPH_REPLAY_DESC_INIT;
+  desc.bindings = spec.bindings.data();
+  desc.binding_count = spec.bindings.size();
+  if (async) {
+    vyre_pending pending{0};
+    return vyre_graph_replay_async(vyre_graph{graph_bits}, &desc, &pending);
+  }
+  vyre_timing timing = VYRE_TIMING_INIT;
+  return vyre_graph_replay(vyre_graph{graph_bits}, &desc, &timing);
+}
+
+// A sequence of one 16-byte FILL step on `buffer`.
+vyre_status CreateFillSequence(vyre_context context, vyre_buffer buffer) {
+  vyre_sequence_step step = VYRE_SEQUENCE_STEP_INIT;
+  step.kind = VYRE_STEP_FILL;
+  step.buffer = buffer;
+  step.bytes = 16;
+  step.fill_byte = 7;
+  vyre_sequence_desc desc = VYRE_SEQUENCE_DESC_INIT;
+  desc.steps = &step;
+  desc.step_count = 1;
+  vyre_sequence sequence{0};
+  return vyre_sequence_create(context, &desc, &sequence);
+}
+
 }  // namespace
 
 const char* HandleKindName(HandleKind kind) {
@@ -36,13 +64,15 @@ const char* HandleKindName(HandleKind kind) {
     case HandleKind::kBuffer: return "buffer";
     case HandleKind::kProgram: return "program";
     case HandleKind::kPending: return "pending";
+    case HandleKind::kGraph: return "graph";
+    case HandleKind::kSequence: return "sequence";
   }
   return "?";
 }
 
 std::vector<HandleCall> AllHandleCalls() {
   using K = HandleKind;
-  return {
+  std::vector<HandleCall> calls = {
       {"vyre_context_destroy", K::kContext,
        [](uint64_t bits) { return vyre_context_destroy(vyre_context{bits}); }},
       {"vyre_context_device_info", K::kContext,
@@ -117,6 +147,59 @@ std::vector<HandleCall> AllHandleCalls() {
       {"vyre_pending_release", K::kPending,
        [](uint64_t bits) { return vyre_pending_release(vyre_pending{bits}); }},
   };
+  for (HandleCall& call : GraphHandleCalls()) calls.push_back(std::move(call));
+  return calls;
+}
+
+std::vector<HandleCall> GraphHandleCalls() {
+  using K = HandleKind;
+  return {
+      {"vyre_graph_record", K::kProgram,
+       [](uint64_t bits) {
+         DispatchSpec spec = HostAddDispatch();
+         vyre_dispatch_desc desc = spec.Desc();
+         vyre_graph graph{0};
+         return vyre_graph_record(vyre_program{bits}, &desc, &graph);
+       }},
+      {"vyre_graph_replay", K::kGraph, [](uint64_t bits) { return ReplayHostAdd(bits, false); }},
+      {"vyre_graph_replay_async", K::kGraph,
+       [](uint64_t bits) { return ReplayHostAdd(bits, true); }},
+      {"vyre_graph_destroy", K::kGraph,
+       [](uint64_t bits) { return vyre_graph_destroy(vyre_graph{bits}); }},
+      {"vyre_graph_info_get", K::kGraph,
+       [](uint64_t bits) {
+         vyre_graph_info info = VYRE_GRAPH_INFO_INIT;
+         return vyre_graph_info_get(vyre_graph{bits}, &info);
+       }},
+      {"vyre_graph_node_kind_get", K::kGraph,
+       [](uint64_t bits) {
+         vyre_graph_node_kind kind = VYRE_GRAPH_NODE_OTHER;
+         return vyre_graph_node_kind_get(vyre_graph{bits}, 0, &kind);
+       }},
+      {"vyre_graph_kernel_node_update", K::kGraph,
+       [](uint64_t bits) {
+         vyre_kernel_node_update update = VYRE_KERNEL_NODE_UPDATE_INIT;
+         update.flags = VYRE_KERNEL_NODE_UPDATE_GRID;
+         update.grid[0] = update.grid[1] = update.grid[2] = 1;
+         // Node 3 of a host add graph is its kernel node.
+         return vyre_graph_kernel_node_update(vyre_graph{bits}, 3, &update);
+       }},
+      // The step's buffer is never looked up: the context handle comes first.
+      {"vyre_sequence_create", K::kContext,
+       [](uint64_t bits) { return CreateFillSequence(vyre_context{bits}, vyre_buffer{0}); }},
+      {"vyre_sequence_run", K::kSequence,
+       [](uint64_t bits) {
+         vyre_timing timing = VYRE_TIMING_INIT;
+         return vyre_sequence_run(vyre_sequence{bits}, &timing);
+       }},
+      {"vyre_sequence_record", K::kSequence,
+       [](uint64_t bits) {
+         vyre_graph graph{0};
+         return vyre_sequence_record(vyre_sequence{bits}, &graph);
+       }},
+      {"vyre_sequence_destroy", K::kSequence,
+       [](uint64_t bits) { return vyre_sequence_destroy(vyre_sequence{bits}); }},
+  };
 }
 
 HandleCall ResidentBindingCall(vyre_program add_program) {
@@ -125,6 +208,44 @@ HandleCall ResidentBindingCall(vyre_program add_program) {
             spec.bindings[0] = Resident(vyre_buffer{bits}, 0, 16);
             vyre_dispatch_desc desc = spec.Desc();
             return vyre_dispatch(add_program, &desc, nullptr);
+          }};
+}
+
+HandleCall ResidentReplayCall(vyre_graph resident_add_graph) {
+  return {"vyre_graph_replay (RESIDENT rebinding)", HandleKind::kBuffer,
+          [resident_add_graph](uint64_t bits) {
+            vyre_graph_replay_desc desc = VYRE_GRAPH_REPLAY_DESC_INIT;
+            // Every binding names `bits`: binding 0's lookup decides.
+            vyre_dispatch_binding bindings[3] = {Resident(vyre_buffer{bits}, 0, 16),
+                                                 Resident(vyre_buffer{bits}, 0, 16),
+                                                 Resident(vyre_buffer{bits}, 0, 16)};
+            desc.bindings = bindings;
+            desc.binding_count = 3;
+            return vyre_graph_replay(resident_add_graph, &desc, nullptr);
+          }};
+}
+
+HandleCall SequenceStepBufferCall(vyre_context context) {
+  return {"vyre_sequence_create (FILL step buffer)", HandleKind::kBuffer,
+          [context](uint64_t bits) { return CreateFillSequence(context, vyre_buffer{bits}); }};
+}
+
+HandleCall SequenceStepProgramCall(vyre_context context, vyre_buffer buffer) {
+  return {"vyre_sequence_create (DISPATCH step program)", HandleKind::kProgram,
+          [context, buffer](uint64_t bits) {
+            DispatchSpec spec;
+            spec.bindings = {Resident(buffer, 0, 16)};
+            spec.param_words = {4};
+            vyre_dispatch_desc dispatch = spec.Desc();
+            vyre_sequence_step step = VYRE_SEQUENCE_STEP_INIT;
+            step.kind = VYRE_STEP_DISPATCH;
+            step.program = vyre_program{bits};
+            step.dispatch = &dispatch;
+            vyre_sequence_desc desc = VYRE_SEQUENCE_DESC_INIT;
+            desc.steps = &step;
+            desc.step_count = 1;
+            vyre_sequence sequence{0};
+            return vyre_sequence_create(context, &desc, &sequence);
           }};
 }
 

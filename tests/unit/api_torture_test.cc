@@ -1,16 +1,24 @@
 // Seeded randomized "torture" test of the public API against the fake driver.
 //
 // Runs thousands of random operations over a small population of live and
-// dead objects (contexts, buffers, programs, pending dispatches) with valid,
+// dead objects (contexts, buffers, programs, pending dispatches and replays,
+// graphs, sequences) with valid,
 // stale, forged, wrong-type and 0 handles, malformed descriptors, out-of-range
 // and overflowing offsets, bad enum values, odd launch shapes and pending
 // handles used in any order. Every call is checked against the rules that
 // hold for every function (status in range, vyre_last_error agrees, "Fix:" in
 // every failure message), well-formed calls must succeed, and the test
 // kernels' results (vyre_test_add_u32, vyre_test_inc_u32) are compared with a
-// CPU model that also shadows the contents of every resident buffer. At the
-// end every object is destroyed and the fake driver's live counts and misuse
-// counter must be back where they started.
+// CPU model that also shadows the contents of every resident buffer. Graphs
+// (host and resident vector adds and increments) are recorded, replayed with
+// fresh or unchanged inputs, other element counts, parameter words and
+// rebound ranges, synchronously and asynchronously, and destroyed under their
+// replays; sequences of random fill, copy, upload, download and dispatch steps
+// (with a repeated block) run eagerly and as graphs against the same model;
+// buffers are freed under both (a replay or run then says STALE_HANDLE). At the
+// end every object is destroyed and the fake driver's live counts (graphs and
+// executable graphs included) and misuse counter must be back where they
+// started.
 //
 // Every pointer passed points at real memory of at least the length claimed.
 //
@@ -45,6 +53,8 @@ constexpr size_t kMaxContexts = 3;
 constexpr size_t kMaxBuffers = 16;
 constexpr size_t kMaxPrograms = 10;
 constexpr size_t kMaxPendings = 12;
+constexpr size_t kMaxGraphs = 10;
+constexpr size_t kMaxSequences = 6;
 constexpr size_t kMaxDead = 64;
 constexpr uint64_t kMaxBufferBytes = 64 * 1024;
 
@@ -94,7 +104,7 @@ struct ProgramState {
 // Host memory a pending dispatch borrows, and what its host outputs must hold
 // after a successful wait (expected_known marks the bytes the model knows).
 struct HostBinding {
-  std::unique_ptr<std::vector<uint8_t>> memory;
+  std::shared_ptr<std::vector<uint8_t>> memory;  // shared with a sequence's DOWNLOAD steps
   std::vector<uint8_t> before;         // contents at submission (no read-back)
   std::vector<uint8_t> expected;       // contents after read-back
   std::vector<uint8_t> expected_known;
@@ -109,19 +119,82 @@ struct PendingState {
   std::vector<HostBinding> host;
 };
 
+// A resident byte range: buffer handle bits, offset, length.
+struct Range {
+  uint64_t buffer = 0;
+  uint64_t offset = 0;
+  uint64_t bytes = 0;
+};
+
+// One step of a sequence as the model runs it.
+struct SeqStepModel {
+  vyre_step_kind kind = VYRE_STEP_FILL;
+  Range dst;                                   // FILL, COPY, UPLOAD; DOWNLOAD: the source
+  Range src;                                   // COPY
+  uint8_t fill = 0;
+  std::shared_ptr<std::vector<uint8_t>> host;  // UPLOAD source, DOWNLOAD destination
+  KernelKind kernel = KernelKind::kOther;      // DISPATCH
+  std::vector<Range> bindings;                 // DISPATCH: inc {data}; add {a, b, out}
+  uint32_t n = 0;
+  uint32_t iterations = 1;
+};
+
+// A sequence's steps in run order, shared by the sequence and its graphs.
+struct SeqModel {
+  uint64_t context = 0;
+  std::vector<SeqStepModel> steps;
+  std::vector<uint32_t> order;
+  bool host_steps = false;
+  // An unwaited asynchronous replay of one of its graphs, which writes the
+  // DOWNLOAD memory when waited: runs and other replays leave the sequence
+  // alone until then.
+  uint64_t busy_pending = 0;
+};
+
+struct SequenceState {
+  vyre_sequence handle{0};
+  uint64_t context = 0;
+  std::shared_ptr<SeqModel> model;
+};
+
+// A recorded graph: a vector add or increment over HOST or RESIDENT
+// bindings, or a sequence.
+struct GraphState {
+  vyre_graph handle{0};
+  uint64_t context = 0;
+  std::shared_ptr<SeqModel> sequence;  // set for graphs recorded from sequences
+  KernelKind kernel = KernelKind::kOther;
+  bool host = false;
+  std::vector<vyre_binding_decl> decls;
+  uint64_t threads_per_block = 1;
+  uint64_t recorded = 0;  // elements recorded (HOST lengths)
+  uint64_t count = 0;     // element count of the next replay
+  uint64_t capacity = 1;
+  uint32_t param_n = 0;   // parameter word 0: elements the kernel touches
+  uint32_t iterations = 1;
+  std::vector<Range> bound;  // RESIDENT: the ranges bound now
+  std::vector<std::vector<uint8_t>> last_inputs;  // HOST: the previous replay's inputs
+  uint64_t pending = 0;  // HOST: an unwaited asynchronous replay holds the staging
+};
+
 struct Population {
   std::vector<uint64_t> contexts;
   std::vector<BufferState> buffers;
   std::vector<ProgramState> programs;
   std::vector<PendingState> pendings;
+  std::vector<GraphState> graphs;
+  std::vector<SequenceState> sequences;
   // Handles of destroyed objects, to be used again (they must be stale).
   std::vector<uint64_t> dead_contexts, dead_buffers, dead_programs, dead_pendings;
+  std::vector<uint64_t> dead_graphs, dead_sequences;
 
   std::vector<uint64_t> LiveBits() const {
     std::vector<uint64_t> bits = contexts;
     for (const auto& b : buffers) bits.push_back(b.handle.bits);
     for (const auto& p : programs) bits.push_back(p.handle.bits);
     for (const auto& p : pendings) bits.push_back(p.handle.bits);
+    for (const auto& g : graphs) bits.push_back(g.handle.bits);
+    for (const auto& q : sequences) bits.push_back(q.handle.bits);
     return bits;
   }
 };
@@ -172,6 +245,15 @@ enum class Op {
   kPendingTiming,
   kPendingRelease,
   kLastErrorProbe,
+  kGraphRecord,
+  kGraphReplay,
+  kGraphReplayAsync,
+  kGraphDestroy,
+  kGraphQuery,
+  kSequenceCreate,
+  kSequenceRun,
+  kSequenceRecord,
+  kSequenceDestroy,
   kCount
 };
 
@@ -180,7 +262,10 @@ const char* OpName(Op op) {
       "context_create", "context_destroy", "context_query", "buffer_alloc", "buffer_free",
       "buffer_info",    "upload",          "download",      "upload_ranges", "download_ranges",
       "program_create", "program_destroy", "dispatch",      "dispatch_async", "pending_poll",
-      "pending_wait",   "pending_timing",  "pending_release", "last_error_probe"};
+      "pending_wait",   "pending_timing",  "pending_release", "last_error_probe",
+      "graph_record",   "graph_replay",    "graph_replay_async", "graph_destroy",
+      "graph_query",    "sequence_create", "sequence_run",  "sequence_record",
+      "sequence_destroy"};
   static_assert(sizeof(kNames) / sizeof(kNames[0]) == size_t(Op::kCount), "names");
   return kNames[size_t(op)];
 }
@@ -206,6 +291,15 @@ constexpr std::array<int, size_t(Op::kCount)> kWeights = {
     4,   // pending_timing
     6,   // pending_release
     2,   // last_error_probe
+    4,   // graph_record
+    8,   // graph_replay
+    5,   // graph_replay_async
+    2,   // graph_destroy
+    3,   // graph_query
+    3,   // sequence_create
+    4,   // sequence_run
+    2,   // sequence_record
+    2,   // sequence_destroy
 };
 
 class Torture {
@@ -237,6 +331,14 @@ class Torture {
   void PendingTiming();
   void PendingRelease();
   void LastErrorProbe();
+  void GraphRecord();
+  void GraphReplay(bool async);
+  void GraphDestroy();
+  void GraphQuery();
+  void SequenceCreate();
+  void SequenceRun();
+  void SequenceRecord();
+  void SequenceDestroy();
 
   // --- helpers ---
   // Checks the rules every call obeys; returns the status.
@@ -244,6 +346,11 @@ class Torture {
   void Fail(const std::string& what);
   void ExpectStatus(vyre_status actual, vyre_status expected, const char* call);
   void ExpectNotOk(vyre_status actual, HandleChoice choice, const char* call);
+  // The status of a call that was given a bad handle (choice != kValid) and
+  // otherwise valid arguments: STALE_HANDLE for a stale one, INVALID_HANDLE
+  // for 0 or another type's, either for forged bits (flipping a live
+  // handle's bits may name a long-dead object).
+  void ExpectHandleError(vyre_status actual, HandleChoice choice, const char* call);
   // Checks a ranged upload/download's status against what its arguments
   // call for; true when it succeeded and its data should be checked.
   bool RangesCallAsExpected(vyre_status actual, HandleChoice choice, bool null_pointer,
@@ -260,6 +367,8 @@ class Torture {
   uint64_t PickProgramHandle(int* index, HandleChoice* choice);
   uint64_t PickPendingHandle(int* index, HandleChoice* choice);
   uint64_t PickContextHandle(HandleChoice* choice);
+  uint64_t PickGraphHandle(int* index, HandleChoice* choice);
+  uint64_t PickSequenceHandle(int* index, HandleChoice* choice);
 
   uint64_t RandomOffset(uint64_t size);
   uint64_t RandomLength(uint64_t size, uint64_t offset);
@@ -268,7 +377,32 @@ class Torture {
   void ForgetContext(uint64_t context);
   void ForgetBuffer(size_t index);
   void ForgetPending(size_t index);
+  void ForgetGraph(size_t index);
+  void ForgetSequence(size_t index);
   void CheckHostOutputs(const PendingState& pending, bool read_back, const char* call);
+  // A pending replay was waited on or released: its graph and sequence are
+  // free for other replays and runs.
+  void PendingDone(uint64_t bits);
+
+  // --- the model of resident buffers, for graphs and sequences ---
+  BufferState* LiveBuffer(uint64_t bits);
+  bool AllLive(const std::vector<Range>& ranges);
+  // A random element-aligned range of `bytes` in a live buffer of `context`
+  // (avoiding `avoid` when given); false when none fits.
+  bool RandomRange(uint64_t context, uint64_t bytes, const std::vector<Range>& avoid, Range* out);
+  void ModelInc(const Range& data, uint32_t n, uint32_t times);
+  void ModelAdd(const Range& a, const Range& b, const Range& out, uint32_t n);
+  // Runs a sequence's steps on the shadows; `downloads` receives what each
+  // DOWNLOAD step's host memory holds afterwards (bytes and known flags).
+  void ModelSequence(const SeqModel& model,
+                     std::map<size_t, std::pair<std::vector<uint8_t>, std::vector<uint8_t>>>*
+                         downloads);
+  // Host memory of a sequence's DOWNLOAD steps as HostBindings to check.
+  std::vector<HostBinding> SequenceOutputs(
+      const SeqModel& model,
+      const std::map<size_t, std::pair<std::vector<uint8_t>, std::vector<uint8_t>>>& downloads);
+  uint64_t checked_graph_replays_ = 0;
+  uint64_t checked_sequence_runs_ = 0;
 
   Rng rng_;
   uint64_t seed_;
@@ -296,7 +430,7 @@ void Torture::Fail(const std::string& what) {
 vyre_status Torture::Check(vyre_status status, const char* call) {
   histogram_[call][vyre_status_name(status)]++;
   int32_t raw = static_cast<int32_t>(status);
-  if (raw < VYRE_STATUS_OK || raw > VYRE_STATUS_INTERNAL) {
+  if (raw < VYRE_STATUS_OK || raw > VYRE_STATUS_SHAPE_MISMATCH) {
     Fail(std::string(call) + " returned status " + std::to_string(raw) + ", outside the enum");
   }
   if (status == VYRE_STATUS_INTERNAL) Fail(std::string(call) + " returned INTERNAL");
@@ -330,6 +464,19 @@ void Torture::ExpectNotOk(vyre_status actual, HandleChoice choice, const char* c
   if (choice != HandleChoice::kValid && actual == VYRE_STATUS_OK) {
     Fail(std::string(call) + " accepted a " + ChoiceName(choice) + " handle");
   }
+}
+
+void Torture::ExpectHandleError(vyre_status actual, HandleChoice choice, const char* call) {
+  if (choice == HandleChoice::kForged) {
+    if (actual != VYRE_STATUS_INVALID_HANDLE && actual != VYRE_STATUS_STALE_HANDLE) {
+      Fail(std::string(call) + " returned " + StatusName(actual) + " for a forged handle");
+    }
+    return;
+  }
+  ExpectStatus(actual,
+               choice == HandleChoice::kStale ? VYRE_STATUS_STALE_HANDLE
+                                              : VYRE_STATUS_INVALID_HANDLE,
+               call);
 }
 
 bool Torture::RangesCallAsExpected(vyre_status actual, HandleChoice choice, bool null_pointer,
@@ -428,6 +575,14 @@ uint64_t Torture::PickPendingHandle(int* index, HandleChoice* choice) {
   return PickFrom(pop_.pendings, pop_.dead_pendings, 0.85, index, choice);
 }
 
+uint64_t Torture::PickGraphHandle(int* index, HandleChoice* choice) {
+  return PickFrom(pop_.graphs, pop_.dead_graphs, 0.85, index, choice);
+}
+
+uint64_t Torture::PickSequenceHandle(int* index, HandleChoice* choice) {
+  return PickFrom(pop_.sequences, pop_.dead_sequences, 0.85, index, choice);
+}
+
 // Mostly inside [0, size], sometimes just past it, sometimes near UINT64_MAX.
 uint64_t Torture::RandomOffset(uint64_t size) {
   switch (rng_.Below(10)) {
@@ -474,8 +629,29 @@ void Torture::ForgetBuffer(size_t index) {
 }
 
 void Torture::ForgetPending(size_t index) {
+  PendingDone(pop_.pendings[index].handle.bits);
   RememberDead(&pop_.dead_pendings, pop_.pendings[index].handle.bits, &rng_);
   pop_.pendings.erase(pop_.pendings.begin() + index);
+}
+
+void Torture::ForgetGraph(size_t index) {
+  RememberDead(&pop_.dead_graphs, pop_.graphs[index].handle.bits, &rng_);
+  pop_.graphs.erase(pop_.graphs.begin() + index);
+}
+
+void Torture::ForgetSequence(size_t index) {
+  RememberDead(&pop_.dead_sequences, pop_.sequences[index].handle.bits, &rng_);
+  pop_.sequences.erase(pop_.sequences.begin() + index);
+}
+
+void Torture::PendingDone(uint64_t bits) {
+  for (GraphState& g : pop_.graphs) {
+    if (g.pending == bits) g.pending = 0;
+    if (g.sequence && g.sequence->busy_pending == bits) g.sequence->busy_pending = 0;
+  }
+  for (SequenceState& q : pop_.sequences) {
+    if (q.model->busy_pending == bits) q.model->busy_pending = 0;
+  }
 }
 
 // Everything a destroyed context owned becomes stale.
@@ -499,6 +675,12 @@ void Torture::ForgetContext(uint64_t context) {
       }
       ForgetPending(i);
     }
+  }
+  for (size_t i = pop_.graphs.size(); i-- > 0;) {
+    if (pop_.graphs[i].context == context) ForgetGraph(i);
+  }
+  for (size_t i = pop_.sequences.size(); i-- > 0;) {
+    if (pop_.sequences[i].context == context) ForgetSequence(i);
   }
 }
 
@@ -586,14 +768,31 @@ void Torture::ContextQuery() {
       call = "vyre_context_telemetry";
       s = Check(vyre_context_telemetry(context, &t.value), call);
       if (s == VYRE_STATUS_OK && well_formed && t.value.struct_size == sizeof(vyre_telemetry)) {
-        // A freed buffer a live pending dispatch still uses stays counted
-        // until that dispatch is seen to complete.
-        uint64_t buffers = 0, pendings = 0;
+        // A freed buffer a live pending dispatch, graph or sequence still
+        // uses stays counted until that is done with it; so does a destroyed
+        // graph a pending replay holds, and a destroyed sequence its graph
+        // holds.
+        uint64_t buffers = 0, pendings = 0, graphs = 0, sequences = 0, sequence_graphs = 0;
         for (const auto& b : pop_.buffers) buffers += b.context == context.bits;
         for (const auto& p : pop_.pendings) pendings += p.context == context.bits;
-        if (pendings == 0 ? t.value.live_buffers != buffers : t.value.live_buffers < buffers) {
+        for (const auto& g : pop_.graphs) {
+          graphs += g.context == context.bits;
+          sequence_graphs += g.context == context.bits && g.sequence != nullptr;
+        }
+        for (const auto& q : pop_.sequences) sequences += q.context == context.bits;
+        const bool holders = pendings + graphs + sequences > 0;
+        if (holders ? t.value.live_buffers < buffers : t.value.live_buffers != buffers) {
           Fail("telemetry live_buffers " + std::to_string(t.value.live_buffers) + ", expected " +
                std::to_string(buffers));
+        }
+        if (pendings == 0 ? t.value.live_graphs != graphs : t.value.live_graphs < graphs) {
+          Fail("telemetry live_graphs " + std::to_string(t.value.live_graphs) + ", expected " +
+               std::to_string(graphs));
+        }
+        if (pendings + sequence_graphs == 0 ? t.value.live_sequences != sequences
+                                            : t.value.live_sequences < sequences) {
+          Fail("telemetry live_sequences " + std::to_string(t.value.live_sequences) +
+               ", expected " + std::to_string(sequences));
         }
       }
       break;
@@ -1477,6 +1676,7 @@ void Torture::PendingWait() {
   if (s == VYRE_STATUS_TIMEOUT && timeout != VYRE_WAIT_FOREVER) return;  // still waitable
   ExpectStatus(s, VYRE_STATUS_OK, "vyre_pending_wait");
   p.waited = true;
+  PendingDone(p.handle.bits);  // a waited replay no longer holds its graph's staging
   if (s == VYRE_STATUS_OK) CheckHostOutputs(p, true, "vyre_pending_wait");
 }
 
@@ -1534,6 +1734,1014 @@ void Torture::LastErrorProbe() {
 }
 
 // ---------------------------------------------------------------------------
+// The resident-buffer model shared by graphs and sequences
+// ---------------------------------------------------------------------------
+
+// A replay descriptor that owns its arrays.
+struct ReplaySpecT {
+  std::vector<vyre_dispatch_binding> bindings;
+  std::vector<uint32_t> param_words;
+  uint64_t element_count = 0;
+  uint32_t flags = 0;
+
+  vyre_graph_replay_desc Desc() const {
+    vyre_graph_replay_desc desc = VYRE_GRAPH_REPLAY_DESC_INIT;
+    desc.flags = flags;
+    desc.bindings = bindings.empty() ? nullptr : bindings.data();
+    desc.binding_count = bindings.size();
+    desc.param_words = param_words.empty() ? nullptr : param_words.data();
+    desc.param_word_count = param_words.size();
+    desc.element_count = element_count;
+    return desc;
+  }
+};
+
+// Readable memory for bindings whose data never matters.
+const uint8_t* Scratch() {
+  static const std::vector<uint8_t> scratch(64 * 1024 + 4096, 1);
+  return scratch.data();
+}
+
+bool Overlap(const Range& a, const Range& b) {
+  return a.buffer == b.buffer && a.offset < b.offset + b.bytes && b.offset < a.offset + a.bytes;
+}
+
+uint64_t NextPow2(uint64_t v) {
+  uint64_t p = 1;
+  while (p < v) p <<= 1;
+  return p;
+}
+
+BufferState* Torture::LiveBuffer(uint64_t bits) {
+  for (BufferState& b : pop_.buffers) {
+    if (b.handle.bits == bits) return &b;
+  }
+  return nullptr;
+}
+
+bool Torture::AllLive(const std::vector<Range>& ranges) {
+  for (const Range& r : ranges) {
+    if (LiveBuffer(r.buffer) == nullptr) return false;
+  }
+  return true;
+}
+
+bool Torture::RandomRange(uint64_t context, uint64_t bytes, const std::vector<Range>& avoid,
+                          Range* out) {
+  std::vector<size_t> fits;
+  for (size_t i = 0; i < pop_.buffers.size(); ++i) {
+    if (pop_.buffers[i].context == context && pop_.buffers[i].bytes >= bytes) fits.push_back(i);
+  }
+  for (int attempt = 0; attempt < 4 && !fits.empty(); ++attempt) {
+    const BufferState& b = pop_.buffers[rng_.Pick(fits)];
+    Range r{b.handle.bits, 4 * rng_.Below((b.bytes - bytes) / 4 + 1), bytes};
+    bool clear = true;
+    for (const Range& a : avoid) clear = clear && !Overlap(a, r);
+    if (clear) {
+      *out = r;
+      return true;
+    }
+  }
+  return false;
+}
+
+void Torture::ModelInc(const Range& data, uint32_t n, uint32_t times) {
+  BufferState& b = *LiveBuffer(data.buffer);
+  for (uint64_t e = 0; e < n; ++e) {
+    uint32_t v;
+    std::memcpy(&v, &b.shadow[data.offset + 4 * e], 4);
+    v += times;
+    std::memcpy(&b.shadow[data.offset + 4 * e], &v, 4);
+  }
+}
+
+void Torture::ModelAdd(const Range& a, const Range& b, const Range& out, uint32_t n) {
+  const BufferState& ba = *LiveBuffer(a.buffer);
+  const BufferState& bb = *LiveBuffer(b.buffer);
+  std::vector<uint8_t> av(ba.shadow.begin() + a.offset, ba.shadow.begin() + a.offset + a.bytes);
+  std::vector<uint8_t> ak(ba.known.begin() + a.offset, ba.known.begin() + a.offset + a.bytes);
+  std::vector<uint8_t> bv(bb.shadow.begin() + b.offset, bb.shadow.begin() + b.offset + b.bytes);
+  std::vector<uint8_t> bk(bb.known.begin() + b.offset, bb.known.begin() + b.offset + b.bytes);
+  BufferState& bo = *LiveBuffer(out.buffer);
+  // OUTPUT: zeroed, then n elements written.
+  std::fill(bo.shadow.begin() + out.offset, bo.shadow.begin() + out.offset + out.bytes, 0);
+  std::fill(bo.known.begin() + out.offset, bo.known.begin() + out.offset + out.bytes, 1);
+  for (uint64_t e = 0; e < n; ++e) {
+    uint32_t x, y;
+    std::memcpy(&x, &av[4 * e], 4);
+    std::memcpy(&y, &bv[4 * e], 4);
+    uint32_t sum = x + y;
+    std::memcpy(&bo.shadow[out.offset + 4 * e], &sum, 4);
+    bool k = std::all_of(&ak[4 * e], &ak[4 * e] + 4, [](uint8_t v) { return v != 0; }) &&
+             std::all_of(&bk[4 * e], &bk[4 * e] + 4, [](uint8_t v) { return v != 0; });
+    std::fill(&bo.known[out.offset + 4 * e], &bo.known[out.offset + 4 * e] + 4, k ? 1 : 0);
+  }
+}
+
+// Every range a sequence's steps touch.
+std::vector<Range> SequenceRanges(const SeqModel& m) {
+  std::vector<Range> ranges;
+  for (const SeqStepModel& s : m.steps) {
+    if (s.kind == VYRE_STEP_DISPATCH) {
+      ranges.insert(ranges.end(), s.bindings.begin(), s.bindings.end());
+    } else {
+      ranges.push_back(s.dst);
+      if (s.kind == VYRE_STEP_COPY) ranges.push_back(s.src);
+    }
+  }
+  return ranges;
+}
+
+using Downloads = std::map<size_t, std::pair<std::vector<uint8_t>, std::vector<uint8_t>>>;
+
+void Torture::ModelSequence(const SeqModel& m, Downloads* downloads) {
+  for (uint32_t index : m.order) {
+    const SeqStepModel& s = m.steps[index];
+    switch (s.kind) {
+      case VYRE_STEP_FILL: {
+        BufferState& b = *LiveBuffer(s.dst.buffer);
+        std::fill_n(b.shadow.begin() + s.dst.offset, s.dst.bytes, s.fill);
+        std::fill_n(b.known.begin() + s.dst.offset, s.dst.bytes, 1);
+        break;
+      }
+      case VYRE_STEP_COPY: {
+        const BufferState& src = *LiveBuffer(s.src.buffer);
+        std::vector<uint8_t> v(src.shadow.begin() + s.src.offset,
+                               src.shadow.begin() + s.src.offset + s.src.bytes);
+        std::vector<uint8_t> k(src.known.begin() + s.src.offset,
+                               src.known.begin() + s.src.offset + s.src.bytes);
+        BufferState& dst = *LiveBuffer(s.dst.buffer);
+        std::copy(v.begin(), v.end(), dst.shadow.begin() + s.dst.offset);
+        std::copy(k.begin(), k.end(), dst.known.begin() + s.dst.offset);
+        break;
+      }
+      case VYRE_STEP_UPLOAD: {
+        BufferState& b = *LiveBuffer(s.dst.buffer);
+        std::copy(s.host->begin(), s.host->end(), b.shadow.begin() + s.dst.offset);
+        std::fill_n(b.known.begin() + s.dst.offset, s.dst.bytes, 1);
+        break;
+      }
+      case VYRE_STEP_DOWNLOAD: {
+        const BufferState& b = *LiveBuffer(s.dst.buffer);
+        (*downloads)[index] = {
+            std::vector<uint8_t>(b.shadow.begin() + s.dst.offset,
+                                 b.shadow.begin() + s.dst.offset + s.dst.bytes),
+            std::vector<uint8_t>(b.known.begin() + s.dst.offset,
+                                 b.known.begin() + s.dst.offset + s.dst.bytes)};
+        break;
+      }
+      case VYRE_STEP_DISPATCH:
+        if (s.kernel == KernelKind::kInc) {
+          ModelInc(s.bindings[0], s.n, s.iterations);
+        } else {
+          ModelAdd(s.bindings[0], s.bindings[1], s.bindings[2], s.n);
+        }
+        break;
+      default: break;
+    }
+  }
+}
+
+std::vector<HostBinding> Torture::SequenceOutputs(const SeqModel& m, const Downloads& downloads) {
+  std::vector<HostBinding> out;
+  for (const auto& [index, bytes] : downloads) {
+    HostBinding h;
+    h.memory = m.steps[index].host;
+    h.before = *h.memory;
+    h.expected = bytes.first;
+    h.expected_known = bytes.second;
+    h.written = true;
+    out.push_back(std::move(h));
+  }
+  return out;
+}
+
+// Fresh UPLOAD data and poisoned DOWNLOAD memory before a run or replay.
+void RefreshSequenceHost(const SeqModel& m, Rng* rng) {
+  for (const SeqStepModel& s : m.steps) {
+    if (s.kind == VYRE_STEP_UPLOAD) {
+      for (size_t i = 0; i < s.host->size(); ++i) (*s.host)[i] = uint8_t(rng->Bits());
+    } else if (s.kind == VYRE_STEP_DOWNLOAD) {
+      std::fill(s.host->begin(), s.host->end(), kPoisonByte);
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Graphs
+// ---------------------------------------------------------------------------
+
+void Torture::GraphRecord() {
+  if (pop_.graphs.size() >= kMaxGraphs) {
+    GraphDestroy();
+    return;
+  }
+  const char* call = "vyre_graph_record";
+  int program_index;
+  HandleChoice choice;
+  vyre_program program{PickProgramHandle(&program_index, &choice)};
+  const ProgramState* prog = program_index >= 0 ? &pop_.programs[size_t(program_index)] : nullptr;
+  if (prog == nullptr || prog->kind == KernelKind::kOther) {
+    // A host vector add's shape: refused for a bad handle; for a program of
+    // random declarations only the rules every call obeys are checked, and
+    // a graph it makes is destroyed at once.
+    std::vector<uint8_t> a(64, 1), b(64, 2), out(64, 0);
+    DispatchSpec spec;
+    spec.bindings = {HostIn(a.data(), 64), HostIn(b.data(), 64), HostOut(out.data(), 64)};
+    spec.param_words = {16};
+    vyre_dispatch_desc desc = spec.Desc();
+    vyre_graph graph{0};
+    vyre_status s = Check(vyre_graph_record(program, &desc, &graph), call);
+    ExpectNotOk(s, choice, call);
+    if (choice == HandleChoice::kStale) ExpectStatus(s, VYRE_STATUS_STALE_HANDLE, call);
+    if (s == VYRE_STATUS_OK) {
+      ExpectStatus(Check(vyre_graph_destroy(graph), "vyre_graph_destroy"), VYRE_STATUS_OK,
+                   "vyre_graph_destroy");
+    }
+    return;
+  }
+  const bool add = prog->kind == KernelKind::kAdd;
+  const size_t count = prog->decls.size();
+  GraphState g;
+  g.context = prog->context;
+  g.kernel = prog->kind;
+  g.decls = prog->decls;
+  g.threads_per_block = uint64_t{prog->workgroup[0]} * prog->workgroup[1] * prog->workgroup[2];
+  const uint64_t n = rng_.Chance(0.1) ? rng_.Range(1, 4096) : rng_.Range(1, 600);
+  g.recorded = g.count = n;
+  g.capacity = NextPow2(n);
+  g.param_n = uint32_t(rng_.Chance(0.8) ? n : rng_.Range(1, n));
+  g.iterations = uint32_t(rng_.Range(1, 3));
+  const vyre_binding_decl& out_decl = prog->decls[add ? 2 : 0];
+  const bool ranged = out_decl.output_offset != 0 || out_decl.output_length != 0;
+  bool well_formed = true;
+  if (ranged && (!InRange(out_decl.output_offset, out_decl.output_length, n * 4) ||
+                 (out_decl.output_length == 0 && out_decl.output_offset >= n * 4))) {
+    well_formed = false;
+  }
+  // Resident graphs use ranges of exactly n elements, the output disjoint
+  // from the inputs (the model does not follow aliasing).
+  g.host = ranged || rng_.Chance(0.5);
+  std::vector<vyre_dispatch_binding> bindings(count);
+  PendingState host;  // the host memory, checked to be untouched by recording
+  if (!g.host) {
+    std::vector<Range> ranges;
+    for (size_t i = 0; i < count && !g.host; ++i) {
+      Range r;
+      std::vector<Range> avoid = add && i == 2 ? ranges : std::vector<Range>{};
+      if (!RandomRange(g.context, n * 4, avoid, &r)) g.host = true;
+      ranges.push_back(r);
+    }
+    if (!g.host) {
+      g.bound = ranges;
+      for (size_t i = 0; i < count; ++i) {
+        bindings[i] = Resident(vyre_buffer{ranges[i].buffer}, ranges[i].offset, ranges[i].bytes);
+      }
+    }
+  }
+  if (g.host) {
+    for (size_t i = 0; i < count; ++i) {
+      host.host.emplace_back();
+      HostBinding& h = host.host.back();
+      h.memory = std::make_shared<std::vector<uint8_t>>(RandomBytes(n * 4));
+      const uint32_t role = RoleOf(prog->decls[i]);
+      if (role == VYRE_ROLE_OUTPUT) std::fill(h.memory->begin(), h.memory->end(), kPoisonByte);
+      h.before = *h.memory;
+      if (role == VYRE_ROLE_INPUT) bindings[i] = HostIn(h.memory->data(), n * 4);
+      if (role == VYRE_ROLE_OUTPUT) bindings[i] = HostOut(h.memory->data(), n * 4);
+      if (role == VYRE_ROLE_INPUT_OUTPUT) bindings[i] = HostInOut(h.memory->data(), n * 4);
+    }
+  }
+  DispatchSpec spec;
+  spec.bindings = bindings;
+  spec.param_words = {g.param_n};
+  spec.fixpoint_iterations = g.iterations;
+  WithTail<vyre_dispatch_desc> desc{spec.Desc(), {}};
+  // At most one malformation, with its exact status.
+  vyre_status expected = VYRE_STATUS_OK;
+  bool null_out = false, null_desc = false;
+  if (well_formed && rng_.Chance(0.15)) {
+    switch (rng_.Below(8)) {
+      case 0: null_out = true; expected = VYRE_STATUS_INVALID_ARGUMENT; break;
+      case 1: null_desc = true; expected = VYRE_STATUS_INVALID_ARGUMENT; break;
+      case 2:
+        desc.value.flags = VYRE_DISPATCH_FLAG_COOPERATIVE;
+        expected = VYRE_STATUS_INVALID_ARGUMENT;
+        break;
+      case 3: desc.value.binding_count = count - 1; expected = VYRE_STATUS_INVALID_ARGUMENT; break;
+      case 4: desc.value.struct_size = 0; expected = VYRE_STATUS_UNSUPPORTED_STRUCT_SIZE; break;
+      case 5: desc.value.fixpoint_iterations = 0; expected = VYRE_STATUS_INVALID_ARGUMENT; break;
+      case 6:
+        if (!g.host && !pop_.dead_buffers.empty()) {
+          spec.bindings[0].buffer.bits = rng_.Pick(pop_.dead_buffers);
+          expected = VYRE_STATUS_STALE_HANDLE;
+        }
+        break;
+      default:
+        if (!g.host) {
+          spec.bindings[0].offset = UINT64_MAX - 4 * rng_.Below(4);
+          expected = VYRE_STATUS_OUT_OF_RANGE;
+        }
+        break;
+    }
+  }
+  vyre_graph out{0};
+  vyre_status s = Check(vyre_graph_record(program, null_desc ? nullptr : &desc.value,
+                                          null_out ? nullptr : &out),
+                        call);
+  ExpectNotOk(s, choice, call);
+  if (well_formed) ExpectStatus(s, expected, call);
+  if (!well_formed && s == VYRE_STATUS_OK) Fail("vyre_graph_record accepted a malformed dispatch");
+  // Recording launches nothing: host memory is untouched.
+  CheckHostOutputs(host, false, call);
+  if (s != VYRE_STATUS_OK) return;
+  if (!well_formed || expected != VYRE_STATUS_OK) {
+    Check(vyre_graph_destroy(out), "vyre_graph_destroy");
+    return;
+  }
+  g.handle = out;
+  pop_.graphs.push_back(std::move(g));
+}
+
+void Torture::GraphReplay(bool async) {
+  const char* call = async ? "vyre_graph_replay_async" : "vyre_graph_replay";
+  if (async && pop_.pendings.size() >= kMaxPendings) {
+    PendingRelease();
+    return;
+  }
+  int index;
+  HandleChoice choice;
+  vyre_graph graph{PickGraphHandle(&index, &choice)};
+  vyre_pending out{0};
+  bool null_out = async && rng_.Chance(0.02);
+  auto invoke = [&](const vyre_graph_replay_desc* desc) {
+    vyre_timing timing = VYRE_TIMING_INIT;
+    return async ? Check(vyre_graph_replay_async(graph, desc, null_out ? nullptr : &out), call)
+                 : Check(vyre_graph_replay(graph, desc, rng_.Chance(0.3) ? &timing : nullptr),
+                         call);
+  };
+  if (choice != HandleChoice::kValid) {
+    vyre_status s = invoke(nullptr);
+    ExpectNotOk(s, choice, call);
+    if (!null_out) ExpectHandleError(s, choice, call);
+    return;
+  }
+  GraphState& g = pop_.graphs[size_t(index)];
+
+  // --- a graph recorded from a sequence ---
+  if (g.sequence) {
+    SeqModel& m = *g.sequence;
+    if (m.host_steps && m.busy_pending != 0) {
+      if (g.pending != 0) {
+        ExpectStatus(invoke(nullptr),
+                     null_out ? VYRE_STATUS_INVALID_ARGUMENT : VYRE_STATUS_INVALID_STATE, call);
+      }
+      return;  // another replay's read-back owns the host memory until then
+    }
+    vyre_graph_replay_desc desc = VYRE_GRAPH_REPLAY_DESC_INIT;
+    vyre_status expected = VYRE_STATUS_OK;
+    if (rng_.Chance(0.1)) {
+      desc.element_count = 1 + rng_.Below(8);  // sequence graphs take none
+      expected = VYRE_STATUS_INVALID_ARGUMENT;
+    } else if (!AllLive(SequenceRanges(m))) {
+      expected = VYRE_STATUS_STALE_HANDLE;
+    }
+    if (rng_.Chance(0.3)) desc.flags = VYRE_DISPATCH_FLAG_DEVICE_TIMING;
+    if (null_out) expected = VYRE_STATUS_INVALID_ARGUMENT;
+    RefreshSequenceHost(m, &rng_);
+    PendingState pending;
+    for (const SeqStepModel& st : m.steps) {
+      if (st.kind != VYRE_STEP_DOWNLOAD) continue;
+      HostBinding h;
+      h.memory = st.host;
+      h.before = *st.host;
+      pending.host.push_back(std::move(h));
+    }
+    vyre_status s = invoke(rng_.Chance(0.5) && desc.flags == 0 && expected == VYRE_STATUS_OK
+                               ? nullptr
+                               : &desc);
+    ExpectStatus(s, expected, call);
+    if (s != VYRE_STATUS_OK) {
+      CheckHostOutputs(pending, false, call);  // nothing written
+      return;
+    }
+    Downloads downloads;
+    ModelSequence(m, &downloads);
+    pending.host = SequenceOutputs(m, downloads);
+    for (HostBinding& h : pending.host) h.before.assign(h.memory->size(), kPoisonByte);
+    pending.check_results = true;
+    ++checked_sequence_runs_;
+    if (!async) {
+      CheckHostOutputs(pending, true, call);
+      return;
+    }
+    pending.handle = out;
+    pending.context = g.context;
+    if (m.host_steps) {
+      m.busy_pending = out.bits;
+      g.pending = out.bits;
+    }
+    pop_.pendings.push_back(std::move(pending));
+    return;
+  }
+
+  // --- a recorded dispatch ---
+  const bool add = g.kernel == KernelKind::kAdd;
+  const size_t count = g.decls.size();
+  const size_t out_index = add ? 2 : 0;
+  uint64_t elements = g.count;
+  uint32_t param_n = g.param_n;
+  bool set_count = false, set_words = false, rebind = false;
+  if (rng_.Chance(0.25)) {
+    // A HOST binding recorded with the element count never grows.
+    elements = rng_.Range(1, g.host ? g.recorded : g.capacity);
+    set_count = true;
+  }
+  std::vector<Range> bound = g.bound;
+  if (!g.host) {
+    bool need = false;
+    for (const Range& r : bound) need = need || r.bytes < elements * 4;
+    if (need || rng_.Chance(0.3) || (!AllLive(bound) && rng_.Chance(0.5))) {
+      const uint64_t length = elements * 4 + 4 * rng_.Below(8);
+      std::vector<Range> ranges;
+      bool found = true;
+      for (size_t i = 0; i < count && found; ++i) {
+        Range r;
+        std::vector<Range> avoid = add && i == 2 ? ranges : std::vector<Range>{};
+        found = RandomRange(g.context, length, avoid, &r);
+        ranges.push_back(r);
+      }
+      if (found) {
+        bound = ranges;
+        rebind = true;
+      } else if (need) {
+        elements = g.count;
+        set_count = false;
+      }
+    }
+  }
+  // The parameter word never exceeds the element count or a binding's
+  // elements, so the kernel stays inside every bound range.
+  uint64_t limit = elements;
+  if (g.host) limit = std::min(limit, g.recorded);
+  for (const Range& r : bound) limit = std::min(limit, r.bytes / 4);
+  if (param_n > limit || rng_.Chance(0.2)) {
+    param_n = uint32_t(rng_.Range(1, limit));
+    set_words = true;
+  }
+
+  // Bindings: HOST data of the recorded lengths (sometimes the previous
+  // replay's inputs again), or the resident ranges.
+  PendingState pending;
+  pending.host.reserve(count);
+  std::vector<vyre_dispatch_binding> bindings(count);
+  std::vector<std::vector<uint8_t>> inputs(count);
+  const bool same_inputs = g.host && !g.last_inputs.empty() && rng_.Chance(0.3);
+  for (size_t i = 0; i < count; ++i) {
+    const uint32_t role = RoleOf(g.decls[i]);
+    if (g.host) {
+      const uint64_t bytes = g.recorded * 4;
+      pending.host.emplace_back();
+      HostBinding& h = pending.host.back();
+      h.memory = std::make_shared<std::vector<uint8_t>>(
+          same_inputs ? g.last_inputs[i] : RandomBytes(bytes));
+      if (role == VYRE_ROLE_OUTPUT) std::fill(h.memory->begin(), h.memory->end(), kPoisonByte);
+      inputs[i] = *h.memory;
+      h.before = *h.memory;
+      h.written = role != VYRE_ROLE_INPUT;
+      if (role == VYRE_ROLE_INPUT) bindings[i] = HostIn(h.memory->data(), bytes);
+      if (role == VYRE_ROLE_OUTPUT) bindings[i] = HostOut(h.memory->data(), bytes);
+      if (role == VYRE_ROLE_INPUT_OUTPUT) bindings[i] = HostInOut(h.memory->data(), bytes);
+    } else {
+      bindings[i] = Resident(vyre_buffer{bound[i].buffer}, bound[i].offset, bound[i].bytes);
+    }
+  }
+  ReplaySpecT spec;
+  spec.bindings = bindings;
+  const bool pass_bindings = g.host || rebind || (AllLive(bound) && rng_.Chance(0.2));
+  if (!pass_bindings) spec.bindings.clear();
+  if (set_count || rng_.Chance(0.1)) spec.element_count = elements;
+  if (set_words || rng_.Chance(0.1)) spec.param_words = {param_n};
+  if (rng_.Chance(0.2)) spec.flags = VYRE_DISPATCH_FLAG_DEVICE_TIMING;
+  WithTail<vyre_graph_replay_desc> desc{spec.Desc(), {}};
+
+  // The unwaited asynchronous replay of a HOST graph holds its staging.
+  if (g.host && g.pending != 0) {
+    ExpectStatus(invoke(&desc.value),
+                 null_out ? VYRE_STATUS_INVALID_ARGUMENT : VYRE_STATUS_INVALID_STATE, call);
+    CheckHostOutputs(pending, false, call);
+    return;
+  }
+  vyre_status expected = VYRE_STATUS_OK;
+  bool null_desc = false;
+  if (rng_.Chance(0.15)) {
+    std::vector<uint64_t> live_of_context;
+    for (const auto& b : pop_.buffers) {
+      if (b.context == g.context) live_of_context.push_back(b.handle.bits);
+    }
+    switch (rng_.Below(9)) {
+      case 0:
+        if (g.host) {
+          spec.bindings[rng_.Below(count)].host_bytes -= 4;
+          expected = VYRE_STATUS_SHAPE_MISMATCH;
+        }
+        break;
+      case 8:
+        // More elements than a HOST binding recorded with the count holds.
+        if (g.host && g.recorded < g.capacity) {
+          spec.element_count = rng_.Range(g.recorded + 1, g.capacity);
+          expected = VYRE_STATUS_SHAPE_MISMATCH;
+        }
+        break;
+      case 1:
+        if (!spec.bindings.empty()) {
+          spec.bindings.push_back(spec.bindings.back());
+          expected = VYRE_STATUS_SHAPE_MISMATCH;
+        }
+        break;
+      case 2:
+        spec.element_count = g.capacity + rng_.Range(1, 1000);
+        expected = VYRE_STATUS_LIMIT_EXCEEDED;
+        break;
+      case 3:
+        // Binding 0 with the other source.
+        if (!spec.bindings.empty() && !live_of_context.empty()) {
+          spec.bindings[0] = g.host ? Resident(vyre_buffer{rng_.Pick(live_of_context)})
+                                    : HostIn(Scratch(), 4);
+          expected = VYRE_STATUS_SHAPE_MISMATCH;
+        }
+        break;
+      case 4:
+        desc.value.struct_size = uint32_t(rng_.Below(sizeof(vyre_graph_replay_desc)));
+        expected = VYRE_STATUS_UNSUPPORTED_STRUCT_SIZE;
+        break;
+      case 5:
+        desc.value.flags |= 1u << rng_.Range(2, 31);
+        expected = VYRE_STATUS_INVALID_ARGUMENT;
+        break;
+      case 6:
+        if (g.host) {
+          null_desc = true;
+          expected = VYRE_STATUS_INVALID_ARGUMENT;
+        } else if (!pop_.dead_buffers.empty()) {
+          spec.bindings = bindings;
+          spec.bindings[0].buffer.bits = rng_.Pick(pop_.dead_buffers);
+          expected = VYRE_STATUS_STALE_HANDLE;
+        }
+        break;
+      default:
+        if (!g.host && !live_of_context.empty()) {
+          spec.bindings = bindings;
+          spec.bindings[0] = Resident(vyre_buffer{rng_.Pick(live_of_context)},
+                                      UINT64_MAX - 4 * rng_.Below(4), 4);
+          expected = VYRE_STATUS_OUT_OF_RANGE;
+        }
+        break;
+    }
+    if (expected != VYRE_STATUS_OK && expected != VYRE_STATUS_UNSUPPORTED_STRUCT_SIZE) {
+      const uint32_t size = desc.value.struct_size;
+      const uint32_t flags = desc.value.flags;
+      desc.value = spec.Desc();
+      desc.value.struct_size = size;
+      desc.value.flags = flags;
+    }
+  }
+  if (expected == VYRE_STATUS_OK && !g.host && !pass_bindings && !AllLive(bound)) {
+    expected = VYRE_STATUS_STALE_HANDLE;  // a freed buffer, not rebound
+  }
+  if (null_out && expected == VYRE_STATUS_OK) expected = VYRE_STATUS_INVALID_ARGUMENT;
+  vyre_status s = invoke(null_desc ? nullptr : &desc.value);
+  if (null_out && s == VYRE_STATUS_OK) Fail("vyre_graph_replay_async accepted a NULL out");
+  if (!null_out) ExpectStatus(s, expected, call);
+  if (s != VYRE_STATUS_OK || expected != VYRE_STATUS_OK) {
+    CheckHostOutputs(pending, false, call);  // a refused replay writes nothing
+    return;
+  }
+
+  // The model: param_n elements of the kernel, OUTPUT zeroed first.
+  if (g.host) {
+    std::vector<uint8_t> result(g.recorded * 4, 0);
+    if (add) {
+      for (uint64_t e = 0; e < param_n; ++e) {
+        uint32_t x, y;
+        std::memcpy(&x, &inputs[0][4 * e], 4);
+        std::memcpy(&y, &inputs[1][4 * e], 4);
+        uint32_t sum = x + y;
+        std::memcpy(&result[4 * e], &sum, 4);
+      }
+    } else {
+      result = inputs[0];
+      for (uint64_t e = 0; e < param_n; ++e) {
+        uint32_t x;
+        std::memcpy(&x, &result[4 * e], 4);
+        x += g.iterations;
+        std::memcpy(&result[4 * e], &x, 4);
+      }
+    }
+    HostBinding& h = pending.host[out_index];
+    const vyre_binding_decl& d = g.decls[out_index];
+    const uint64_t length = d.output_length ? d.output_length : g.recorded * 4 - d.output_offset;
+    h.expected = h.before;
+    h.expected_known.assign(h.before.size(), 1);
+    for (uint64_t i = d.output_offset; i < d.output_offset + length; ++i) h.expected[i] = result[i];
+    pending.check_results = true;
+    g.last_inputs = inputs;
+  } else {
+    if (add) {
+      ModelAdd(bound[0], bound[1], bound[2], param_n);
+    } else {
+      ModelInc(bound[0], param_n, g.iterations);
+    }
+  }
+  ++checked_graph_replays_;
+  g.count = elements;
+  g.param_n = param_n;
+  if (rebind) g.bound = bound;
+  if (!async) {
+    CheckHostOutputs(pending, true, call);
+    return;
+  }
+  pending.handle = out;
+  pending.context = g.context;
+  if (g.host) g.pending = out.bits;
+  pop_.pendings.push_back(std::move(pending));
+}
+
+void Torture::GraphDestroy() {
+  int index;
+  HandleChoice choice;
+  vyre_graph graph{PickGraphHandle(&index, &choice)};
+  vyre_status s = Check(vyre_graph_destroy(graph), "vyre_graph_destroy");
+  ExpectNotOk(s, choice, "vyre_graph_destroy");
+  if (choice == HandleChoice::kStale) {
+    ExpectStatus(s, VYRE_STATUS_STALE_HANDLE, "vyre_graph_destroy");
+  }
+  if (choice != HandleChoice::kValid) return;
+  ExpectStatus(s, VYRE_STATUS_OK, "vyre_graph_destroy");
+  // A pending replay keeps the graph until it is waited on or released.
+  ForgetGraph(size_t(index));
+}
+
+void Torture::GraphQuery() {
+  int index;
+  HandleChoice choice;
+  vyre_graph graph{PickGraphHandle(&index, &choice)};
+  WithTail<vyre_graph_info> info{VYRE_GRAPH_INFO_INIT, {}};
+  bool well_formed = true;
+  RandomizeStructSize(&rng_, &info, &well_formed);
+  // An output struct: a larger one with a non-zero tail is fine too.
+  well_formed = well_formed || info.value.struct_size > sizeof(vyre_graph_info);
+  vyre_status s = Check(vyre_graph_info_get(graph, &info.value), "vyre_graph_info_get");
+  ExpectNotOk(s, choice, "vyre_graph_info_get");
+  if (choice != HandleChoice::kValid) {
+    ExpectHandleError(s, choice, "vyre_graph_info_get");
+    return;
+  }
+  if (!well_formed) {
+    ExpectStatus(s, VYRE_STATUS_UNSUPPORTED_STRUCT_SIZE, "vyre_graph_info_get");
+    return;
+  }
+  ExpectStatus(s, VYRE_STATUS_OK, "vyre_graph_info_get");
+  const GraphState& g = pop_.graphs[size_t(index)];
+  const vyre_graph_info& i = info.value;
+  if (s == VYRE_STATUS_OK) {
+    bool right = i.context.bits == g.context && i.node_count >= 1 &&
+                 i.from_sequence == (g.sequence ? 1u : 0u);
+    if (!g.sequence) {
+      right = right && i.element_count == g.count && i.capacity_elements == g.capacity &&
+              i.kernel_node_count == g.iterations;
+    }
+    if (!right) {
+      Fail("vyre_graph_info_get: node_count " + std::to_string(i.node_count) + ", element_count " +
+           std::to_string(i.element_count) + " (expected " + std::to_string(g.count) +
+           "), capacity " + std::to_string(i.capacity_elements) + " (expected " +
+           std::to_string(g.capacity) + ")");
+    }
+  }
+  const uint64_t nodes = i.node_count;
+  // Node kinds and kernel node updates; an index past the end sometimes.
+  uint64_t node = rng_.Below(nodes + 2);
+  if (rng_.Chance(0.05)) node = UINT64_MAX - rng_.Below(4);
+  vyre_graph_node_kind kind = VYRE_GRAPH_NODE_KIND_FORCE32;
+  s = Check(vyre_graph_node_kind_get(graph, node, &kind), "vyre_graph_node_kind_get");
+  if (node >= nodes) {
+    ExpectStatus(s, VYRE_STATUS_OUT_OF_RANGE, "vyre_graph_node_kind_get");
+  } else {
+    ExpectStatus(s, VYRE_STATUS_OK, "vyre_graph_node_kind_get");
+    if (kind != VYRE_GRAPH_NODE_KERNEL && kind != VYRE_GRAPH_NODE_MEMCPY &&
+        kind != VYRE_GRAPH_NODE_MEMSET) {
+      Fail("vyre_graph_node_kind_get: node " + std::to_string(node) + " has kind " +
+           std::to_string(int(kind)));
+    }
+  }
+  if (rng_.Chance(0.3)) {
+    s = Check(vyre_graph_node_kind_get(graph, 0, nullptr), "vyre_graph_node_kind_get");
+    ExpectStatus(s, VYRE_STATUS_INVALID_ARGUMENT, "vyre_graph_node_kind_get(NULL)");
+  }
+  if (!rng_.Chance(0.5)) return;
+  // A grid at least as large as any derived one (every binding holds at most
+  // 16384 elements): the model's results stay the same.
+  vyre_kernel_node_update update = VYRE_KERNEL_NODE_UPDATE_INIT;
+  update.flags = VYRE_KERNEL_NODE_UPDATE_GRID;
+  if (rng_.Chance(0.3)) update.flags |= VYRE_KERNEL_NODE_UPDATE_SCALARS;  // the kernels read none
+  update.grid[0] = uint32_t(16384 * rng_.Range(1, 4));
+  update.grid[1] = update.grid[2] = 1;
+  vyre_status expected = VYRE_STATUS_OK;
+  if (node >= nodes) {
+    expected = VYRE_STATUS_OUT_OF_RANGE;
+  } else if (kind != VYRE_GRAPH_NODE_KERNEL) {
+    expected = VYRE_STATUS_INVALID_ARGUMENT;
+  } else if (rng_.Chance(0.1)) {
+    update.flags = 0;
+    expected = VYRE_STATUS_INVALID_ARGUMENT;
+  } else if (rng_.Chance(0.1)) {
+    update.grid[1] = 0;
+    expected = VYRE_STATUS_INVALID_ARGUMENT;
+  }
+  s = Check(vyre_graph_kernel_node_update(graph, node, &update), "vyre_graph_kernel_node_update");
+  ExpectStatus(s, expected, "vyre_graph_kernel_node_update");
+}
+
+// ---------------------------------------------------------------------------
+// Sequences
+// ---------------------------------------------------------------------------
+
+void Torture::SequenceCreate() {
+  if (pop_.sequences.size() >= kMaxSequences) {
+    SequenceDestroy();
+    return;
+  }
+  const char* call = "vyre_sequence_create";
+  HandleChoice choice;
+  vyre_context context{PickContextHandle(&choice)};
+  if (choice != HandleChoice::kValid) {
+    vyre_sequence_step step = VYRE_SEQUENCE_STEP_INIT;
+    step.bytes = 4;
+    vyre_sequence_desc desc = VYRE_SEQUENCE_DESC_INIT;
+    desc.steps = &step;
+    desc.step_count = 1;
+    vyre_sequence out{0};
+    vyre_status s = Check(vyre_sequence_create(context, &desc, &out), call);
+    ExpectNotOk(s, choice, call);
+    ExpectHandleError(s, choice, call);
+    return;
+  }
+  std::vector<size_t> buffers;
+  for (size_t i = 0; i < pop_.buffers.size(); ++i) {
+    if (pop_.buffers[i].context == context.bits) buffers.push_back(i);
+  }
+  if (buffers.empty()) return;
+  std::vector<const ProgramState*> programs;
+  for (const ProgramState& p : pop_.programs) {
+    if (p.context != context.bits) continue;
+    if (p.kind == KernelKind::kInc) programs.push_back(&p);
+    if (p.kind == KernelKind::kAdd && p.decls[2].output_offset == 0 &&
+        p.decls[2].output_length == 0) {
+      programs.push_back(&p);
+    }
+  }
+  auto model = std::make_shared<SeqModel>();
+  model->context = context.bits;
+  std::vector<vyre_sequence_step> steps;
+  std::vector<std::unique_ptr<DispatchSpec>> specs;
+  std::vector<std::unique_ptr<vyre_dispatch_desc>> descs;
+  // A random byte range of a buffer of the context.
+  auto byte_range = [&](uint64_t max_bytes) {
+    const BufferState& b = pop_.buffers[rng_.Pick(buffers)];
+    Range r{b.handle.bits, rng_.Below(b.bytes), 0};
+    r.bytes = rng_.Range(1, std::min(b.bytes - r.offset, max_bytes));
+    return r;
+  };
+  const size_t count = size_t(rng_.Range(1, 10));
+  while (steps.size() < count) {
+    SeqStepModel m;
+    vyre_sequence_step st = VYRE_SEQUENCE_STEP_INIT;
+    const uint64_t pick = rng_.Below(programs.empty() ? 4 : 6);
+    if (pick == 0) {
+      m.kind = VYRE_STEP_FILL;
+      m.dst = byte_range(8192);
+      m.fill = uint8_t(rng_.Bits());
+      st.fill_byte = m.fill;
+    } else if (pick == 1) {
+      m.kind = VYRE_STEP_COPY;
+      m.src = byte_range(8192);
+      const BufferState* d = &pop_.buffers[rng_.Pick(buffers)];
+      if (d->bytes < m.src.bytes) continue;
+      m.dst = Range{d->handle.bits, rng_.Below(d->bytes - m.src.bytes + 1), m.src.bytes};
+      if (Overlap(m.src, m.dst)) continue;  // refused; not what this step tests
+      st.src_buffer.bits = m.src.buffer;
+      st.src_offset = m.src.offset;
+    } else if (pick == 2 || pick == 3) {
+      m.kind = pick == 2 ? VYRE_STEP_UPLOAD : VYRE_STEP_DOWNLOAD;
+      m.dst = byte_range(4096);
+      m.host = std::make_shared<std::vector<uint8_t>>(m.dst.bytes, kPoisonByte);
+      st.host_src = m.host->data();
+      st.host_dst = m.host->data();
+      model->host_steps = true;
+    } else {
+      m.kind = VYRE_STEP_DISPATCH;
+      const ProgramState& p = *rng_.Pick(programs);
+      m.kernel = p.kind;
+      const uint64_t elements = rng_.Range(1, 600);
+      bool found = true;
+      for (size_t i = 0; i < p.decls.size() && found; ++i) {
+        Range r;
+        std::vector<Range> avoid = i == 2 ? m.bindings : std::vector<Range>{};
+        found = RandomRange(context.bits, elements * 4, avoid, &r);
+        m.bindings.push_back(r);
+      }
+      if (!found) continue;
+      m.n = uint32_t(rng_.Range(1, elements));
+      m.iterations = uint32_t(rng_.Range(1, 3));
+      specs.push_back(std::make_unique<DispatchSpec>());
+      DispatchSpec& d = *specs.back();
+      for (const Range& r : m.bindings) {
+        d.bindings.push_back(Resident(vyre_buffer{r.buffer}, r.offset, r.bytes));
+      }
+      d.param_words = {m.n};
+      d.fixpoint_iterations = m.iterations;
+      descs.push_back(std::make_unique<vyre_dispatch_desc>(d.Desc()));
+      st.program = p.handle;
+      st.dispatch = descs.back().get();
+    }
+    st.kind = m.kind;
+    if (m.kind != VYRE_STEP_DISPATCH) {
+      st.buffer.bits = m.dst.buffer;
+      st.offset = m.dst.offset;
+      st.bytes = m.dst.bytes;
+    }
+    steps.push_back(st);
+    model->steps.push_back(std::move(m));
+  }
+  vyre_sequence_desc desc = VYRE_SEQUENCE_DESC_INIT;
+  desc.steps = steps.data();
+  desc.step_count = steps.size();
+  if (rng_.Chance(0.4)) {
+    desc.repeat_first = rng_.Below(count);
+    desc.repeat_step_count = rng_.Range(1, count - desc.repeat_first);
+    desc.repeat_count = uint32_t(rng_.Range(1, 4));
+  }
+  // At most one malformation, with its exact status.
+  vyre_status expected = VYRE_STATUS_OK;
+  bool null_out = false;
+  if (rng_.Chance(0.15)) {
+    const size_t victim = rng_.Below(count);
+    switch (rng_.Below(7)) {
+      case 0: desc.step_count = 0; expected = VYRE_STATUS_INVALID_ARGUMENT; break;
+      case 1:
+        if (desc.repeat_step_count > 0) {
+          desc.repeat_count = 0;
+          expected = VYRE_STATUS_INVALID_ARGUMENT;
+        }
+        break;
+      case 2:
+        if (!pop_.dead_buffers.empty() && steps[victim].kind != VYRE_STEP_DISPATCH) {
+          steps[victim].buffer.bits = rng_.Pick(pop_.dead_buffers);
+          expected = VYRE_STATUS_STALE_HANDLE;
+        }
+        break;
+      case 3:
+        if (steps[victim].kind == VYRE_STEP_DISPATCH) {
+          vyre_dispatch_desc* d = const_cast<vyre_dispatch_desc*>(steps[victim].dispatch);
+          if (rng_.Chance(0.5)) {
+            d->flags = VYRE_DISPATCH_FLAG_COOPERATIVE;
+          } else {
+            // A HOST binding: sequence steps bind resident buffers only.
+            auto* b = const_cast<vyre_dispatch_binding*>(d->bindings);
+            const Range& r = model->steps[victim].bindings[0];
+            b[0] = HostIn(Scratch(), r.bytes);
+            b[0].host_output = const_cast<uint8_t*>(Scratch());  // never written: refused
+          }
+          expected = VYRE_STATUS_INVALID_ARGUMENT;
+        }
+        break;
+      case 4:
+        if (steps[victim].kind != VYRE_STEP_DISPATCH) {
+          const BufferState* b = LiveBuffer(steps[victim].buffer.bits);
+          steps[victim].bytes = b->bytes - steps[victim].offset + rng_.Range(1, 64);
+          expected = VYRE_STATUS_OUT_OF_RANGE;
+        }
+        break;
+      case 5:
+        steps[0].struct_size = uint32_t(rng_.Below(sizeof(vyre_sequence_step)));
+        expected = VYRE_STATUS_UNSUPPORTED_STRUCT_SIZE;
+        break;
+      default: null_out = true; expected = VYRE_STATUS_INVALID_ARGUMENT; break;
+    }
+  }
+  vyre_sequence out{0};
+  vyre_status s = Check(vyre_sequence_create(context, &desc, null_out ? nullptr : &out), call);
+  ExpectStatus(s, expected, call);
+  if (s != VYRE_STATUS_OK) return;
+  if (expected != VYRE_STATUS_OK) {
+    Check(vyre_sequence_destroy(out), "vyre_sequence_destroy");
+    return;
+  }
+  for (size_t i = 0; i < desc.repeat_first; ++i) model->order.push_back(uint32_t(i));
+  for (uint32_t r = 0; r < desc.repeat_count; ++r) {
+    for (size_t i = 0; i < desc.repeat_step_count; ++i) {
+      model->order.push_back(uint32_t(desc.repeat_first + i));
+    }
+  }
+  for (size_t i = desc.repeat_first + desc.repeat_step_count; i < count; ++i) {
+    model->order.push_back(uint32_t(i));
+  }
+  pop_.sequences.push_back(SequenceState{out, context.bits, std::move(model)});
+}
+
+void Torture::SequenceRun() {
+  const char* call = "vyre_sequence_run";
+  int index;
+  HandleChoice choice;
+  vyre_sequence sequence{PickSequenceHandle(&index, &choice)};
+  WithTail<vyre_timing> timing{VYRE_TIMING_INIT, {}};
+  bool well_formed = true;
+  if (rng_.Chance(0.3)) RandomizeStructSize(&rng_, &timing, &well_formed);
+  well_formed = well_formed || timing.value.struct_size > sizeof(vyre_timing);
+  vyre_timing* timing_ptr = rng_.Chance(0.5) ? &timing.value : nullptr;
+  if (choice != HandleChoice::kValid) {
+    vyre_status s = Check(vyre_sequence_run(sequence, timing_ptr), call);
+    ExpectNotOk(s, choice, call);
+    ExpectHandleError(s, choice, call);
+    return;
+  }
+  SeqModel& m = *pop_.sequences[size_t(index)].model;
+  if (m.host_steps && m.busy_pending != 0) return;  // a replay's read-back owns the host memory
+  vyre_status expected = VYRE_STATUS_OK;
+  if (timing_ptr != nullptr && !well_formed) expected = VYRE_STATUS_UNSUPPORTED_STRUCT_SIZE;
+  else if (!AllLive(SequenceRanges(m))) expected = VYRE_STATUS_STALE_HANDLE;
+  RefreshSequenceHost(m, &rng_);
+  PendingState before;
+  for (const SeqStepModel& st : m.steps) {
+    if (st.kind != VYRE_STEP_DOWNLOAD) continue;
+    HostBinding h;
+    h.memory = st.host;
+    h.before = *st.host;
+    before.host.push_back(std::move(h));
+  }
+  vyre_status s = Check(vyre_sequence_run(sequence, timing_ptr), call);
+  ExpectStatus(s, expected, call);
+  if (s != VYRE_STATUS_OK) {
+    CheckHostOutputs(before, false, call);
+    return;
+  }
+  Downloads downloads;
+  ModelSequence(m, &downloads);
+  PendingState result;
+  result.host = SequenceOutputs(m, downloads);
+  result.check_results = true;
+  CheckHostOutputs(result, true, call);
+  ++checked_sequence_runs_;
+}
+
+void Torture::SequenceRecord() {
+  const char* call = "vyre_sequence_record";
+  if (pop_.graphs.size() >= kMaxGraphs) {
+    GraphDestroy();
+    return;
+  }
+  int index;
+  HandleChoice choice;
+  vyre_sequence sequence{PickSequenceHandle(&index, &choice)};
+  bool null_out = rng_.Chance(0.03);
+  vyre_graph out{0};
+  vyre_status s = Check(vyre_sequence_record(sequence, null_out ? nullptr : &out), call);
+  ExpectNotOk(s, choice, call);
+  if (null_out) {
+    ExpectStatus(s, VYRE_STATUS_INVALID_ARGUMENT, call);
+    return;
+  }
+  if (choice != HandleChoice::kValid) {
+    ExpectHandleError(s, choice, call);
+    return;
+  }
+  const SequenceState& q = pop_.sequences[size_t(index)];
+  ExpectStatus(s, AllLive(SequenceRanges(*q.model)) ? VYRE_STATUS_OK : VYRE_STATUS_STALE_HANDLE,
+               call);
+  if (s != VYRE_STATUS_OK) return;
+  GraphState g;
+  g.handle = out;
+  g.context = q.context;
+  g.sequence = q.model;
+  pop_.graphs.push_back(std::move(g));
+}
+
+void Torture::SequenceDestroy() {
+  int index;
+  HandleChoice choice;
+  vyre_sequence sequence{PickSequenceHandle(&index, &choice)};
+  vyre_status s = Check(vyre_sequence_destroy(sequence), "vyre_sequence_destroy");
+  ExpectNotOk(s, choice, "vyre_sequence_destroy");
+  if (choice == HandleChoice::kStale) {
+    ExpectStatus(s, VYRE_STATUS_STALE_HANDLE, "vyre_sequence_destroy");
+  }
+  if (choice != HandleChoice::kValid) return;
+  ExpectStatus(s, VYRE_STATUS_OK, "vyre_sequence_destroy");
+  // Its graphs keep running it (and keep its model).
+  ForgetSequence(size_t(index));
+}
+
+// ---------------------------------------------------------------------------
 // The run
 // ---------------------------------------------------------------------------
 
@@ -1574,12 +2782,37 @@ void Torture::Run(int operations) {
       case Op::kPendingTiming: PendingTiming(); break;
       case Op::kPendingRelease: PendingRelease(); break;
       case Op::kLastErrorProbe: LastErrorProbe(); break;
+      case Op::kGraphRecord: GraphRecord(); break;
+      case Op::kGraphReplay: GraphReplay(false); break;
+      case Op::kGraphReplayAsync: GraphReplay(true); break;
+      case Op::kGraphDestroy: GraphDestroy(); break;
+      case Op::kGraphQuery: GraphQuery(); break;
+      case Op::kSequenceCreate: SequenceCreate(); break;
+      case Op::kSequenceRun: SequenceRun(); break;
+      case Op::kSequenceRecord: SequenceRecord(); break;
+      case Op::kSequenceDestroy: SequenceDestroy(); break;
       case Op::kCount: break;
     }
   }
 }
 
 void Torture::DestroyEverything() {
+  // Destroy some graphs and sequences explicitly, leave the rest to context
+  // destroy.
+  for (size_t i = pop_.graphs.size(); i-- > 0;) {
+    if (rng_.Chance(0.5)) {
+      ExpectStatus(Check(vyre_graph_destroy(pop_.graphs[i].handle), "vyre_graph_destroy"),
+                   VYRE_STATUS_OK, "vyre_graph_destroy (teardown)");
+      ForgetGraph(i);
+    }
+  }
+  for (size_t i = pop_.sequences.size(); i-- > 0;) {
+    if (rng_.Chance(0.5)) {
+      ExpectStatus(Check(vyre_sequence_destroy(pop_.sequences[i].handle), "vyre_sequence_destroy"),
+                   VYRE_STATUS_OK, "vyre_sequence_destroy (teardown)");
+      ForgetSequence(i);
+    }
+  }
   // Release some pendings explicitly, leave the rest to context destroy.
   for (size_t i = pop_.pendings.size(); i-- > 0;) {
     if (rng_.Chance(0.5)) {
@@ -1606,12 +2839,23 @@ void Torture::DestroyEverything() {
     ExpectStatus(Check(vyre_pending_release(vyre_pending{bits}), "vyre_pending_release"),
                  VYRE_STATUS_STALE_HANDLE, "vyre_pending_release (dead)");
   }
+  for (uint64_t bits : pop_.dead_graphs) {
+    ExpectStatus(Check(vyre_graph_destroy(vyre_graph{bits}), "vyre_graph_destroy"),
+                 VYRE_STATUS_STALE_HANDLE, "vyre_graph_destroy (dead)");
+  }
+  for (uint64_t bits : pop_.dead_sequences) {
+    ExpectStatus(Check(vyre_sequence_run(vyre_sequence{bits}, nullptr), "vyre_sequence_run"),
+                 VYRE_STATUS_STALE_HANDLE, "vyre_sequence_run (dead)");
+  }
 }
 
 void Torture::PrintSummary() const {
   std::printf("[torture] %d operations, %" PRIu64 " dispatches checked against the CPU model, %" PRIu64
               " host output elements compared\n",
               op_index_, checked_dispatches_, checked_elements_);
+  std::printf("[torture] %" PRIu64 " graph replays and %" PRIu64
+              " sequence runs/replays checked against the CPU model\n",
+              checked_graph_replays_, checked_sequence_runs_);
   for (const auto& [call, statuses] : histogram_) {
     std::printf("[torture]   %-30s", call.c_str());
     for (const auto& [name, count] : statuses) {
@@ -1666,6 +2910,8 @@ TEST(ApiTortureTest, RandomOperationsKeepEveryInvariant) {
   EXPECT_EQ(after.streams_live, before.streams_live);
   EXPECT_EQ(after.events_live, before.events_live);
   EXPECT_EQ(after.primary_context_retains, before.primary_context_retains);
+  EXPECT_EQ(after.graphs_live, before.graphs_live);
+  EXPECT_EQ(after.graph_execs_live, before.graph_execs_live);
 }
 
 }  // namespace
