@@ -136,6 +136,7 @@ typedef struct vyre_program { uint64_t bits; } vyre_program;
 typedef struct vyre_pending { uint64_t bits; } vyre_pending;
 typedef struct vyre_graph { uint64_t bits; } vyre_graph;
 typedef struct vyre_sequence { uint64_t bits; } vyre_sequence;
+typedef struct vyre_egraph_image { uint64_t bits; } vyre_egraph_image;
 
 /* ------------------------------------------------------------------------ */
 /* Logging                                                                   */
@@ -784,8 +785,197 @@ VYRE_API vyre_status vyre_sequence_record(vyre_sequence sequence, vyre_graph* ou
 /** Destroys a sequence; its handle is stale at once. */
 VYRE_API vyre_status vyre_sequence_destroy(vyre_sequence sequence);
 
+/* ------------------------------------------------------------------------ */
+/* E-graph congruence                                                        */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * An e-graph image holds an e-graph's e-nodes ("rows") as u32 columns and a
+ * union-find over its e-classes, on the GPU (in one resident slab) or on the
+ * host (the CPU reference: egg's rebuild semantics, one or many threads).
+ *
+ * Row r is the e-node op[r](children[off[r]], ..., children[off[r]+len[r]-1])
+ * in e-class row_classes[r]; children are e-class ids. Op ids carry leaf
+ * payloads (Const(1) and Const(2) are different ops). Two rows are congruent
+ * when they have the same op, the same arity and, child by child, the same
+ * canonical class. Canonical class of c: the minimum class id of c's set.
+ *
+ * A congruence pass returns, without merging, the pairs of canonical
+ * classes that congruent rows put in different classes. A rebuild applies
+ * optional unions, then repeats pass-and-merge on the device until a pass
+ * finds nothing; the union-find state stays with the image for the next
+ * rebuild (VYRE_EGRAPH_REBUILD_RESET starts again from every class alone).
+ * Rows are grouped by a hash of their canonical form, and every candidate is
+ * confirmed by comparing op, arity and every child, so a hash collision can
+ * never merge anything. Results are the same on every run and device.
+ */
+
+typedef enum vyre_egraph_device {
+  /** On the GPU of vyre_egraph_image_desc.context. */
+  VYRE_EGRAPH_DEVICE_GPU = 1,
+  /** The library's CPU reference; needs no driver or GPU (context {0}). */
+  VYRE_EGRAPH_DEVICE_CPU = 2,
+  VYRE_EGRAPH_DEVICE_FORCE32 = 0x7FFFFFFF
+} vyre_egraph_device;
+
+typedef struct vyre_egraph_image_desc {
+  uint32_t struct_size;
+  vyre_egraph_device device;
+  /** GPU: the context the image lives on. CPU: {0}. */
+  vyre_context context;
+  /** Rows (e-nodes); 0 is valid (nothing to merge). At most 2^32 - 1. */
+  uint64_t row_count;
+  /** Every class id (row_classes, children) is below this; at most 2^32 - 1. */
+  uint64_t class_count;
+  /** Entries of `children`. */
+  uint64_t child_count;
+  /** row_count entries each: the row's e-class, op id, first child and
+   *  number of children. Children of one row are children[off .. off+len). */
+  const uint32_t* row_classes;
+  const uint32_t* row_ops;
+  const uint32_t* child_offsets;
+  const uint32_t* child_lengths;
+  /** Optional (NULL: computed): a caller's row signatures, kept with the
+   *  columns. Grouping always uses the library's own hash of the canonical
+   *  form, so a signature can neither merge nor separate rows. */
+  const uint32_t* row_signatures;
+  /** child_count class ids. */
+  const uint32_t* children;
+  /** CPU: worker threads (0 = every core, 1 = single-threaded). */
+  uint32_t cpu_threads;
+  uint32_t reserved0;
+} vyre_egraph_image_desc;
+#define VYRE_EGRAPH_IMAGE_DESC_INIT {sizeof(vyre_egraph_image_desc), VYRE_EGRAPH_DEVICE_GPU, {0}, 0, 0, 0, NULL, NULL, NULL, NULL, NULL, NULL, 0, 0}
+
+/** Validates the columns (equal row counts, every child range inside
+ *  `children`, class ids below class_count, sizes that fit) and builds an
+ *  image; every class starts alone. */
+VYRE_API vyre_status vyre_egraph_image_create(const vyre_egraph_image_desc* desc,
+                                              vyre_egraph_image* out);
+
+/** Destroys an image; its handle is stale at once (a rebuild in flight keeps
+ *  its memory until it completes). */
+VYRE_API vyre_status vyre_egraph_image_destroy(vyre_egraph_image image);
+
+typedef enum vyre_egraph_column {
+  VYRE_EGRAPH_COLUMN_ROW_CLASSES = 1,
+  VYRE_EGRAPH_COLUMN_ROW_OPS = 2,
+  VYRE_EGRAPH_COLUMN_CHILD_OFFSETS = 3,
+  VYRE_EGRAPH_COLUMN_CHILD_LENGTHS = 4,
+  VYRE_EGRAPH_COLUMN_ROW_SIGNATURES = 5,
+  VYRE_EGRAPH_COLUMN_CHILDREN = 6,
+  /** class_count entries: the canonical class of every class (read only). */
+  VYRE_EGRAPH_COLUMN_CANONICAL_CLASSES = 7,
+  VYRE_EGRAPH_COLUMN_FORCE32 = 0x7FFFFFFF
+} vyre_egraph_column;
+
+/** Copies entries [first, first + count) of a column into `dst`. */
+VYRE_API vyre_status vyre_egraph_image_read(vyre_egraph_image image, vyre_egraph_column column,
+                                            uint64_t first, uint64_t count, uint32_t* dst);
+
+/** Overwrites entries [first, first + count) of a row column or of the
+ *  children (not the canonical classes) in place. The rows affected are
+ *  validated as at creation before anything changes. */
+VYRE_API vyre_status vyre_egraph_image_write(vyre_egraph_image image, vyre_egraph_column column,
+                                             uint64_t first, uint64_t count,
+                                             const uint32_t* src);
+
+typedef struct vyre_egraph_image_info {
+  uint32_t struct_size;
+  vyre_egraph_device device;
+  vyre_context context;
+  uint64_t row_count;
+  uint64_t class_count;
+  uint64_t child_count;
+  /** Distinct canonical classes now. */
+  uint64_t canonical_class_count;
+  /** Device (GPU) or host (CPU) bytes the image and its scratch hold. */
+  uint64_t bytes;
+} vyre_egraph_image_info;
+#define VYRE_EGRAPH_IMAGE_INFO_INIT {sizeof(vyre_egraph_image_info), VYRE_EGRAPH_DEVICE_GPU, {0}, 0, 0, 0, 0, 0}
+
+/** Describes an image. out->struct_size must be set. */
+VYRE_API vyre_status vyre_egraph_image_info_get(vyre_egraph_image image,
+                                                vyre_egraph_image_info* out);
+
+/** One congruence pass, merging nothing: writes the deduplicated pairs
+ *  (left, right) of canonical classes, left < right, sorted, as 2 u32 each
+ *  into `pairs` (room for pair_capacity pairs; may be NULL with capacity 0
+ *  to ask the count). Each congruence group of rows contributes (m, c) for
+ *  its minimum canonical class m and every other class c in it.
+ *  *out_pair_count receives the number of pairs; if it exceeds
+ *  pair_capacity, nothing is written and the call is OUT_OF_RANGE, naming
+ *  the capacity needed (never a silent truncation). */
+VYRE_API vyre_status vyre_egraph_pass(vyre_egraph_image image, uint32_t* pairs,
+                                      uint64_t pair_capacity, uint64_t* out_pair_count);
+
+enum {
+  /** Start from every class alone instead of the image's current state. */
+  VYRE_EGRAPH_REBUILD_RESET = 1u << 0,
+  /** Record device events so the result reports device_ns. */
+  VYRE_EGRAPH_REBUILD_DEVICE_TIMING = 1u << 1,
+  /** Testing: group rows by a deliberately weak hash (op and arity only), so
+   *  nearly every candidate is a collision that must be refused. */
+  VYRE_EGRAPH_REBUILD_COLLIDING_HASH = 1u << 2
+};
+
+typedef struct vyre_egraph_rebuild_result {
+  uint32_t struct_size;
+  /** Passes run, the last of which found nothing. */
+  uint32_t rounds;
+  /** Classes merged by congruence, and by the desc's unions. */
+  uint64_t merges;
+  uint64_t union_merges;
+  /** Distinct canonical classes before the unions and after the rebuild. */
+  uint64_t classes_before;
+  uint64_t classes_after;
+  /** Row visits over all rounds (the first round visits every row; later
+   *  ones only rows whose children changed class). */
+  uint64_t rows_visited;
+  /** Device time of the rebuild (VYRE_EGRAPH_REBUILD_DEVICE_TIMING), and
+   *  host time from the call to the end of the wait. */
+  uint64_t device_ns;
+  uint64_t wall_ns;
+} vyre_egraph_rebuild_result;
+#define VYRE_EGRAPH_REBUILD_RESULT_INIT {sizeof(vyre_egraph_rebuild_result), 0, 0, 0, 0, 0, 0, 0, 0}
+
+typedef struct vyre_egraph_rebuild_desc {
+  uint32_t struct_size;
+  /** VYRE_EGRAPH_REBUILD_* bits. */
+  uint32_t flags;
+  /** union_count pairs of class ids (2 u32 each) to merge first, e.g. what an
+   *  e-matching step found. Read before the call returns. */
+  const uint32_t* unions;
+  uint64_t union_count;
+  /** Optional: receives the canonical class of every class (class_count
+   *  entries) when the rebuild is waited on. */
+  uint32_t* canonical_out;
+  /** Optional (asynchronous rebuilds): receives the result on the wait. */
+  vyre_egraph_rebuild_result* result_out;
+  /** Stop after this many rounds even without a fixpoint (0: no limit). */
+  uint32_t max_rounds;
+  uint32_t reserved0;
+} vyre_egraph_rebuild_desc;
+#define VYRE_EGRAPH_REBUILD_DESC_INIT {sizeof(vyre_egraph_rebuild_desc), 0, NULL, 0, NULL, NULL, 0, 0}
+
+/** Applies the unions and rebuilds to the fixpoint (congruence closure).
+ *  `desc` may be NULL (no unions); `out` may be NULL. */
+VYRE_API vyre_status vyre_egraph_rebuild(vyre_egraph_image image,
+                                         const vyre_egraph_rebuild_desc* desc,
+                                         vyre_egraph_rebuild_result* out);
+
+/** Enqueues a rebuild (GPU images) and returns a pending handle; the wait
+ *  finishes it (rounds beyond the first batch run there) and writes
+ *  canonical_out and result_out. A CPU image's rebuild runs to completion
+ *  inside this call. While the pending is unwaited, other calls on the image
+ *  are INVALID_STATE; releasing the pending finishes the rebuild. */
+VYRE_API vyre_status vyre_egraph_rebuild_async(vyre_egraph_image image,
+                                               const vyre_egraph_rebuild_desc* desc,
+                                               vyre_pending* out);
+
 #ifdef __cplusplus
 } /* extern "C" */
+
 
 #endif
 

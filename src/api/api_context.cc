@@ -62,8 +62,9 @@ VYRE_API vyre_status vyre_context_destroy(vyre_context context) {
         case vyre::HandleType::kPending: return 0;
         case vyre::HandleType::kGraph: return 1;
         case vyre::HandleType::kSequence: return 2;
-        case vyre::HandleType::kProgram: return 3;
-        default: return 4;
+        case vyre::HandleType::kEgraphImage: return 3;
+        case vyre::HandleType::kProgram: return 4;
+        default: return 5;
       }
     };
     std::sort(owned.begin(), owned.end(),

@@ -97,7 +97,8 @@ VYRE_API vyre_status vyre_pending_release(vyre_pending pending) {
     // Hold the context: recycling the pending may drop the last reference
     // to its program or graph, and through it to the context.
     std::shared_ptr<vyre::Context> ctx = p->context_ref();
-    ctx->Disown(vyre::HandleType::kPending, pending.bits);
+    // A CPU e-graph rebuild's pending belongs to no context.
+    if (ctx) ctx->Disown(vyre::HandleType::kPending, pending.bits);
     p->Abandon();
     vyre::PendingWork* work = p.get();
     work->Recycle(std::move(p));

@@ -10,6 +10,7 @@ const char* HandleTypeName(HandleType type) {
     case HandleType::kPending: return "pending";
     case HandleType::kGraph: return "graph";
     case HandleType::kSequence: return "sequence";
+    case HandleType::kEgraphImage: return "e-graph image";
   }
   return "unknown";
 }
@@ -22,6 +23,7 @@ const char* HandleTypeMaker(HandleType type) {
     case HandleType::kPending: return "vyre_dispatch_async";
     case HandleType::kGraph: return "vyre_graph_record";
     case HandleType::kSequence: return "vyre_sequence_create";
+    case HandleType::kEgraphImage: return "vyre_egraph_image_create";
   }
   return "the matching create function";
 }
@@ -37,7 +39,8 @@ absl::Status HandleError(const char* what, HandleType expected, uint64_t bits, b
   if (tag != static_cast<uint8_t>(expected)) {
     const char* actual = "unknown";
     for (HandleType t : {HandleType::kContext, HandleType::kBuffer, HandleType::kProgram,
-                         HandleType::kPending, HandleType::kGraph, HandleType::kSequence}) {
+                         HandleType::kPending, HandleType::kGraph, HandleType::kSequence,
+                         HandleType::kEgraphImage}) {
       if (tag == static_cast<uint8_t>(t)) actual = HandleTypeName(t);
     }
     return Errorf(VYRE_STATUS_INVALID_HANDLE,

@@ -27,6 +27,7 @@ enum class HandleType : uint8_t {
   kPending = 0x04,
   kGraph = 0x05,
   kSequence = 0x06,
+  kEgraphImage = 0x07,
 };
 
 const char* HandleTypeName(HandleType type);

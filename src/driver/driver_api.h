@@ -45,6 +45,7 @@ constexpr int kPinnedDriverVersion = 12000;
   X(cuMemcpyHtoDAsync)                         \
   X(cuMemcpyDtoHAsync)                         \
   X(cuMemsetD8Async)                           \
+  X(cuMemsetD32Async)                          \
   X(cuModuleLoadDataEx)                        \
   X(cuModuleUnload)                            \
   X(cuModuleGetFunction)                       \

@@ -6,6 +6,7 @@
 #include "runtime/program.h"
 #include "graph/graph.h"
 #include "graph/sequence.h"
+#include "egraph/egraph_image.h"
 
 namespace vyre {
 
@@ -31,6 +32,10 @@ HandleRegistry<Graph>& Graphs() {
   static auto* registry = new HandleRegistry<Graph>(HandleType::kGraph);
   return *registry;
 }
+HandleRegistry<EgraphImage>& EgraphImages() {
+  static auto* registry = new HandleRegistry<EgraphImage>(HandleType::kEgraphImage);
+  return *registry;
+}
 HandleRegistry<Sequence>& Sequences() {
   static auto* registry = new HandleRegistry<Sequence>(HandleType::kSequence);
   return *registry;
@@ -50,6 +55,7 @@ void RemoveOwnedHandle(HandleType type, uint64_t bits) {
     }
     case HandleType::kGraph: Graphs().Remove(bits, what).IgnoreError(); break;
     case HandleType::kSequence: Sequences().Remove(bits, what).IgnoreError(); break;
+    case HandleType::kEgraphImage: EgraphImages().Remove(bits, what).IgnoreError(); break;
     case HandleType::kContext: Contexts().Remove(bits, what).IgnoreError(); break;
   }
 }

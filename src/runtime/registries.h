@@ -12,6 +12,7 @@ class Program;
 class PendingWork;
 class Graph;
 class Sequence;
+class EgraphImage;
 
 HandleRegistry<Context>& Contexts();
 HandleRegistry<Buffer>& Buffers();
@@ -19,6 +20,7 @@ HandleRegistry<Program>& Programs();
 HandleRegistry<PendingWork>& Pendings();
 HandleRegistry<Graph>& Graphs();
 HandleRegistry<Sequence>& Sequences();
+HandleRegistry<EgraphImage>& EgraphImages();
 
 // Removes a handle of any type from its table (used when a context closes).
 void RemoveOwnedHandle(HandleType type, uint64_t bits);

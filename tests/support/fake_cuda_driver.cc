@@ -832,6 +832,28 @@ CUresult fake_cuMemsetD8Async(CUdeviceptr dst, unsigned char value, size_t bytes
   return SubmitTransfer(stream, std::move(node), "cuMemsetD8Async");
 }
 
+// 32-bit fills (the engine uses them outside capture only: a capturing stream
+// refuses them here, which the engine must never trigger).
+CUresult fake_cuMemsetD32Async(CUdeviceptr dst, unsigned int value, size_t count,
+                               CUstream stream) {
+  static constexpr const char* fn = "cuMemsetD32Async";
+  Lock lock(S().mu);
+  if (CUresult r = RequireContext(fn)) return r;
+  if (CUresult r = CheckStream(stream, fn)) return r;
+  FakeCapture* capture = nullptr;
+  if (CUresult r = StreamCapture(stream, fn, &capture)) return r;
+  if (capture != nullptr) {
+    capture->invalidated = true;
+    return Misuse(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, "%s: captured 32-bit fills are not faked", fn);
+  }
+  if (dst % 4 != 0) return Misuse(CUDA_ERROR_INVALID_VALUE, "%s: destination not 4-byte aligned", fn);
+  if (CUresult r = CheckDeviceRange(dst, uint64_t{count} * 4, fn)) return r;
+  uint32_t* p = reinterpret_cast<uint32_t*>(static_cast<uintptr_t>(dst));
+  std::fill(p, p + count, value);
+  ++S().stats.memsets;
+  return CUDA_SUCCESS;
+}
+
 // ---------------------------------------------------------------------------
 // Modules and functions
 // ---------------------------------------------------------------------------
@@ -1891,6 +1913,7 @@ const ProcEntry kProcs[] = {
     FAKE_PROC(cuMemcpyHtoDAsync),
     FAKE_PROC(cuMemcpyDtoHAsync),
     FAKE_PROC(cuMemsetD8Async),
+    FAKE_PROC(cuMemsetD32Async),
     FAKE_PROC(cuModuleLoadDataEx),
     FAKE_PROC(cuModuleUnload),
     FAKE_PROC(cuModuleGetFunction),

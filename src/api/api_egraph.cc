@@ -1,0 +1,158 @@
+// E-graph images, passes and rebuilds.
+#include "api/api_call.h"
+#include "base/struct_size.h"
+#include "egraph/egraph_image.h"
+#include "egraph/egraph_rebuild.h"
+#include "runtime/registries.h"
+
+namespace vyre {
+namespace {
+
+absl::StatusOr<std::shared_ptr<EgraphImage>> LookupImage(vyre_egraph_image image,
+                                                         const char* what) {
+  return EgraphImages().Lookup(image.bits, what);
+}
+
+absl::Status ReadRebuildDesc(const char* what, const vyre_egraph_rebuild_desc* desc,
+                             vyre_egraph_rebuild_desc* out) {
+  if (desc == nullptr) {
+    *out = vyre_egraph_rebuild_desc{};
+    out->struct_size = sizeof(*out);
+    return absl::OkStatus();
+  }
+  return ReadDescriptor(what, "vyre_egraph_rebuild_desc", desc, out);
+}
+
+}  // namespace
+}  // namespace vyre
+
+extern "C" {
+
+VYRE_API vyre_status vyre_egraph_image_create(const vyre_egraph_image_desc* desc,
+                                              vyre_egraph_image* out) {
+  const char* what = "vyre_egraph_image_create";
+  return vyre::ApiCall(what, [&]() -> absl::Status {
+    VYRE_RETURN_IF_ERROR(vyre::RequireOut(what, out, "out"));
+    out->bits = 0;
+    vyre_egraph_image_desc d;
+    VYRE_RETURN_IF_ERROR(vyre::ReadDescriptor(what, "vyre_egraph_image_desc", desc, &d));
+    VYRE_ASSIGN_OR_RETURN(std::shared_ptr<vyre::EgraphImage> image,
+                          vyre::EgraphImage::Create(d, what));
+    vyre::Context* ctx = image->context();
+    vyre::EgraphImage* raw = image.get();
+    VYRE_ASSIGN_OR_RETURN(uint64_t bits, vyre::EgraphImages().Insert(std::move(image)));
+    raw->set_handle(bits);
+    if (ctx != nullptr) {
+      absl::Status adopted = ctx->Adopt(vyre::HandleType::kEgraphImage, bits, what);
+      if (!adopted.ok()) {
+        vyre::EgraphImages().Remove(bits, what).IgnoreError();
+        return adopted;
+      }
+    }
+    out->bits = bits;
+    return absl::OkStatus();
+  });
+}
+
+VYRE_API vyre_status vyre_egraph_image_destroy(vyre_egraph_image image) {
+  const char* what = "vyre_egraph_image_destroy";
+  return vyre::ApiCall(what, [&]() -> absl::Status {
+    VYRE_ASSIGN_OR_RETURN(std::shared_ptr<vyre::EgraphImage> im,
+                          vyre::EgraphImages().Remove(image.bits, what));
+    if (im->context() != nullptr) im->context()->Disown(vyre::HandleType::kEgraphImage, image.bits);
+    return absl::OkStatus();
+  });
+}
+
+VYRE_API vyre_status vyre_egraph_image_read(vyre_egraph_image image, vyre_egraph_column column,
+                                            uint64_t first, uint64_t count, uint32_t* dst) {
+  const char* what = "vyre_egraph_image_read";
+  return vyre::ApiCall(what, [&]() -> absl::Status {
+    VYRE_ASSIGN_OR_RETURN(std::shared_ptr<vyre::EgraphImage> im, vyre::LookupImage(image, what));
+    return im->Read(static_cast<uint32_t>(column), first, count, dst, what);
+  });
+}
+
+VYRE_API vyre_status vyre_egraph_image_write(vyre_egraph_image image, vyre_egraph_column column,
+                                             uint64_t first, uint64_t count,
+                                             const uint32_t* src) {
+  const char* what = "vyre_egraph_image_write";
+  return vyre::ApiCall(what, [&]() -> absl::Status {
+    VYRE_ASSIGN_OR_RETURN(std::shared_ptr<vyre::EgraphImage> im, vyre::LookupImage(image, what));
+    return im->Write(static_cast<uint32_t>(column), first, count, src, what);
+  });
+}
+
+VYRE_API vyre_status vyre_egraph_image_info_get(vyre_egraph_image image,
+                                                vyre_egraph_image_info* out) {
+  const char* what = "vyre_egraph_image_info_get";
+  return vyre::ApiCall(what, [&]() -> absl::Status {
+    VYRE_ASSIGN_OR_RETURN(std::shared_ptr<vyre::EgraphImage> im, vyre::LookupImage(image, what));
+    VYRE_RETURN_IF_ERROR(vyre::CheckOutStruct(what, "vyre_egraph_image_info", out));
+    VYRE_ASSIGN_OR_RETURN(vyre_egraph_image_info info, im->Info(what));
+    return vyre::WriteOutStruct(what, "vyre_egraph_image_info", out, info);
+  });
+}
+
+VYRE_API vyre_status vyre_egraph_pass(vyre_egraph_image image, uint32_t* pairs,
+                                      uint64_t pair_capacity, uint64_t* out_pair_count) {
+  const char* what = "vyre_egraph_pass";
+  return vyre::ApiCall(what, [&]() -> absl::Status {
+    VYRE_RETURN_IF_ERROR(vyre::RequireOut(what, out_pair_count, "out_pair_count"));
+    *out_pair_count = 0;
+    VYRE_ASSIGN_OR_RETURN(std::shared_ptr<vyre::EgraphImage> im, vyre::LookupImage(image, what));
+    return im->Pass(pairs, pair_capacity, out_pair_count, what);
+  });
+}
+
+VYRE_API vyre_status vyre_egraph_rebuild(vyre_egraph_image image,
+                                         const vyre_egraph_rebuild_desc* desc,
+                                         vyre_egraph_rebuild_result* out) {
+  const char* what = "vyre_egraph_rebuild";
+  return vyre::ApiCall(what, [&]() -> absl::Status {
+    VYRE_ASSIGN_OR_RETURN(std::shared_ptr<vyre::EgraphImage> im, vyre::LookupImage(image, what));
+    vyre_egraph_rebuild_desc d;
+    VYRE_RETURN_IF_ERROR(vyre::ReadRebuildDesc(what, desc, &d));
+    if (out != nullptr) {
+      VYRE_RETURN_IF_ERROR(vyre::CheckOutStruct(what, "vyre_egraph_rebuild_result", out));
+    }
+    vyre::EgraphRebuild rebuild(std::move(im), /*synchronous=*/true);
+    VYRE_RETURN_IF_ERROR(rebuild.Start(d, what));
+    VYRE_RETURN_IF_ERROR(rebuild.Wait(VYRE_WAIT_FOREVER, what));
+    if (out == nullptr) return absl::OkStatus();
+    return vyre::WriteOutStruct(what, "vyre_egraph_rebuild_result", out, rebuild.result());
+  });
+}
+
+VYRE_API vyre_status vyre_egraph_rebuild_async(vyre_egraph_image image,
+                                               const vyre_egraph_rebuild_desc* desc,
+                                               vyre_pending* out) {
+  const char* what = "vyre_egraph_rebuild_async";
+  return vyre::ApiCall(what, [&]() -> absl::Status {
+    VYRE_RETURN_IF_ERROR(vyre::RequireOut(what, out, "out"));
+    out->bits = 0;
+    VYRE_ASSIGN_OR_RETURN(std::shared_ptr<vyre::EgraphImage> im, vyre::LookupImage(image, what));
+    vyre_egraph_rebuild_desc d;
+    VYRE_RETURN_IF_ERROR(vyre::ReadRebuildDesc(what, desc, &d));
+    if (d.result_out != nullptr) {
+      VYRE_RETURN_IF_ERROR(
+          vyre::CheckOutStruct(what, "vyre_egraph_rebuild_result", d.result_out));
+    }
+    vyre::Context* ctx = im->context();
+    auto rebuild = std::make_shared<vyre::EgraphRebuild>(std::move(im), /*synchronous=*/false);
+    VYRE_RETURN_IF_ERROR(rebuild->Start(d, what));
+    VYRE_ASSIGN_OR_RETURN(uint64_t bits, vyre::Pendings().Insert(rebuild));
+    rebuild->set_handle(bits);
+    if (ctx != nullptr) {
+      absl::Status adopted = ctx->Adopt(vyre::HandleType::kPending, bits, what);
+      if (!adopted.ok()) {
+        vyre::Pendings().Remove(bits, what).IgnoreError();
+        return adopted;
+      }
+    }
+    out->bits = bits;
+    return absl::OkStatus();
+  });
+}
+
+}  // extern "C"

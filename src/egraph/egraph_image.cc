@@ -1,0 +1,603 @@
+#include "egraph/egraph_image.h"
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <numeric>
+
+#include "base/checked_math.h"
+#include "base/status.h"
+#include "driver/cu_error.h"
+#include "egraph/columns.h"
+#include "egraph/cpu_reference.h"
+#include "runtime/registries.h"
+
+extern const char vyre_builtin_egraph_ptx[];
+
+namespace vyre {
+namespace {
+
+constexpr uint64_t kSpanAlignment = 256;
+constexpr uint32_t kBlockThreads = 256;
+// The pass's first pair output; it grows to what a pass finds.
+constexpr uint64_t kFirstPairCapacity = uint64_t{1} << 16;
+
+// Places `bytes` at the cursor (aligned) and advances it.
+bool Place(uint64_t* cursor, uint64_t bytes, uint64_t* at) {
+  auto aligned = CheckedAlignUp(*cursor, kSpanAlignment);
+  auto end = aligned ? CheckedAdd(*aligned, bytes) : std::nullopt;
+  if (!end) return false;
+  *at = *aligned;
+  *cursor = *end;
+  return true;
+}
+
+absl::Status LayoutOverflow(const char* what) {
+  return Errorf(VYRE_STATUS_OUT_OF_RANGE,
+                "%s: the image's columns total more than 2^64 bytes. Fix: split the e-graph.",
+                what);
+}
+
+// A host hash of one row as given (CPU images compute their signatures here).
+uint32_t RowSignature(uint32_t op, const uint32_t* kids, uint32_t len) {
+  uint64_t h = 0x9E3779B97F4A7C15ull ^ (uint64_t{op} << 32 | len);
+  for (uint32_t i = 0; i < len; ++i) h = (h ^ kids[i]) * 0x100000001B3ull;
+  h ^= h >> 33;
+  h *= 0xFF51AFD7ED558CCDull;
+  h ^= h >> 33;
+  return static_cast<uint32_t>(h);
+}
+
+const char* ColumnName(uint32_t column) {
+  switch (column) {
+    case VYRE_EGRAPH_COLUMN_ROW_CLASSES: return "ROW_CLASSES";
+    case VYRE_EGRAPH_COLUMN_ROW_OPS: return "ROW_OPS";
+    case VYRE_EGRAPH_COLUMN_CHILD_OFFSETS: return "CHILD_OFFSETS";
+    case VYRE_EGRAPH_COLUMN_CHILD_LENGTHS: return "CHILD_LENGTHS";
+    case VYRE_EGRAPH_COLUMN_ROW_SIGNATURES: return "ROW_SIGNATURES";
+    case VYRE_EGRAPH_COLUMN_CHILDREN: return "CHILDREN";
+    case VYRE_EGRAPH_COLUMN_CANONICAL_CLASSES: return "CANONICAL_CLASSES";
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+absl::StatusOr<EgraphLayout> LayOutImage(uint64_t rows, uint64_t classes, uint64_t children,
+                                         const char* what) {
+  EgraphLayout l;
+  uint64_t cursor = 0;
+  auto row_bytes = CheckedMul(rows, 4);
+  auto class_bytes = CheckedMul(classes, 4);
+  auto child_bytes = CheckedMul(children, 4);
+  if (!row_bytes || !class_bytes || !child_bytes) return LayoutOverflow(what);
+  const bool ok = Place(&cursor, *row_bytes, &l.row_classes) &&
+                  Place(&cursor, *row_bytes, &l.row_ops) &&
+                  Place(&cursor, *row_bytes, &l.child_offsets) &&
+                  Place(&cursor, *row_bytes, &l.child_lengths) &&
+                  Place(&cursor, *row_bytes, &l.signatures) &&
+                  Place(&cursor, *child_bytes, &l.children) &&
+                  Place(&cursor, *class_bytes, &l.parent) &&
+                  Place(&cursor, *child_bytes, &l.canon);
+  if (!ok) return LayoutOverflow(what);
+  l.bytes = std::max<uint64_t>(cursor, kSpanAlignment);
+  return l;
+}
+
+absl::StatusOr<EgraphScratchLayout> LayOutScratch(uint64_t rows, uint64_t classes,
+                                                  const char* what) {
+  EgraphScratchLayout l;
+  // Four slots per row keep the table at most a quarter full after a full
+  // round; later rounds add their changed rows, and a table over half full
+  // is cleared by a full round (see congruence.cu).
+  l.table_slots = std::max<uint64_t>(*NextPowerOfTwo(std::max<uint64_t>(rows, 1) * 4), 1024);
+  l.hooked_words = std::max<uint64_t>((classes + 31) / 32, 1);
+  uint64_t cursor = 0;
+  const bool ok = Place(&cursor, rows * 4, &l.hash) && Place(&cursor, rows * 4, &l.worklist) &&
+                  Place(&cursor, l.table_slots * 4, &l.table) &&
+                  Place(&cursor, sizeof(VyreEgCounters), &l.counters) &&
+                  Place(&cursor, l.hooked_words * 2 * 4, &l.hooked);
+  if (!ok) return LayoutOverflow(what);
+  l.bytes = cursor;
+  return l;
+}
+
+absl::StatusOr<std::shared_ptr<EgraphImage>> EgraphImage::Create(
+    const vyre_egraph_image_desc& desc, const char* what) {
+  const uint32_t device = static_cast<uint32_t>(desc.device);
+  if (device != VYRE_EGRAPH_DEVICE_GPU && device != VYRE_EGRAPH_DEVICE_CPU) {
+    return Errorf(VYRE_STATUS_INVALID_ARGUMENT,
+                  "%s: device %d is not an e-graph device. Fix: use VYRE_EGRAPH_DEVICE_GPU or "
+                  "VYRE_EGRAPH_DEVICE_CPU.",
+                  what, static_cast<int32_t>(device));
+  }
+  std::shared_ptr<Context> context;
+  if (device == VYRE_EGRAPH_DEVICE_GPU) {
+    VYRE_ASSIGN_OR_RETURN(context, Contexts().Lookup(desc.context.bits, what));
+  } else if (desc.context.bits != 0) {
+    return Errorf(VYRE_STATUS_INVALID_ARGUMENT,
+                  "%s: a CPU image takes no context, but context is 0x%016x. Fix: pass {0} as "
+                  "the context of a VYRE_EGRAPH_DEVICE_CPU image.",
+                  what, desc.context.bits);
+  }
+  VYRE_RETURN_IF_ERROR(egraph::CheckShape(desc, what));
+  VYRE_RETURN_IF_ERROR(egraph::CheckClassIds(desc.row_classes, desc.row_count, 0,
+                                             desc.class_count, "row_classes", what));
+  VYRE_RETURN_IF_ERROR(egraph::CheckClassIds(desc.children, desc.child_count, 0,
+                                             desc.class_count, "children", what));
+  VYRE_RETURN_IF_ERROR(egraph::CheckChildRanges(desc.child_offsets, desc.child_lengths,
+                                                desc.row_count, 0, desc.child_count, 0,
+                                                desc.child_count, what));
+  std::shared_ptr<EgraphImage> image(new EgraphImage());
+  image->rows_ = desc.row_count;
+  image->classes_ = desc.class_count;
+  image->child_count_ = desc.child_count;
+  image->canonical_classes_ = desc.class_count;
+  image->cpu_threads_ = desc.cpu_threads;
+  if (context) {
+    image->context_ = std::move(context);
+    VYRE_RETURN_IF_ERROR(image->CreateOnDevice(desc, what));
+    image->context_->telemetry().h2d_operations.Add(desc.row_signatures ? 6 : 5);
+    return image;
+  }
+  const uint64_t rows = desc.row_count;
+  auto copy = [](const uint32_t* from, uint64_t n, std::vector<uint32_t>* to) {
+    to->assign(from, from + n);
+  };
+  copy(desc.row_classes, rows, &image->row_classes_);
+  copy(desc.row_ops, rows, &image->row_ops_);
+  copy(desc.child_offsets, rows, &image->child_offsets_);
+  copy(desc.child_lengths, rows, &image->child_lengths_);
+  copy(desc.children, desc.child_count, &image->children_);
+  if (desc.row_signatures != nullptr) {
+    copy(desc.row_signatures, rows, &image->signatures_);
+  } else {
+    image->signatures_.resize(rows);
+    for (uint64_t r = 0; r < rows; ++r) {
+      image->signatures_[r] =
+          RowSignature(desc.row_ops[r], desc.children + desc.child_offsets[r],
+                       desc.child_lengths[r]);
+    }
+  }
+  image->parent_.resize(desc.class_count);
+  std::iota(image->parent_.begin(), image->parent_.end(), 0u);
+  return image;
+}
+
+absl::Status EgraphImage::LoadKernels(const char* what) {
+  Context& ctx = *context_;
+  VYRE_ASSIGN_OR_RETURN(module_, ctx.modules().GetOrLoad(VYRE_CODE_PTX, vyre_builtin_egraph_ptx,
+                                                          {}, "vyre_eg_insert"));
+  struct {
+    CUfunction* slot;
+    const char* name;
+  } entries[] = {
+      {&kernels_.init_parent, "vyre_eg_init_parent"},   {&kernels_.apply_unions, "vyre_eg_apply_unions"},
+      {&kernels_.compress, "vyre_eg_compress"},         {&kernels_.settle, "vyre_eg_settle"},
+      {&kernels_.relink, "vyre_eg_relink"},
+      {&kernels_.signatures, "vyre_eg_signatures"},
+      {&kernels_.clear_table, "vyre_eg_clear_table"},   {&kernels_.refresh, "vyre_eg_refresh"},
+      {&kernels_.insert, "vyre_eg_insert"},             {&kernels_.round_end, "vyre_eg_round_end"},
+      {&kernels_.pass_group, "vyre_eg_pass_group"},     {&kernels_.pass_emit, "vyre_eg_pass_emit"},
+  };
+  for (const auto& e : entries) {
+    VYRE_CU(what, cuModuleGetFunction, e.slot, module_->get(), e.name);
+  }
+  // Grid-stride kernels: enough blocks to fill the device, no more, so a
+  // kernel that finds the rebuild done returns in microseconds.
+  max_blocks_ = std::max<uint32_t>(ctx.device().multiprocessor_count * 8, 1);
+  return absl::OkStatus();
+}
+
+absl::Status EgraphImage::CreateOnDevice(const vyre_egraph_image_desc& desc, const char* what) {
+  Context& ctx = *context_;
+  driver::ScopedContext bind(ctx.cu());
+  VYRE_RETURN_IF_ERROR(bind.status(what));
+  VYRE_ASSIGN_OR_RETURN(layout_, LayOutImage(rows_, classes_, child_count_, what));
+  VYRE_ASSIGN_OR_RETURN(scratch_layout_, LayOutScratch(rows_, classes_, what));
+  VYRE_ASSIGN_OR_RETURN(slab_, OwnedBytes::Allocate(OwnedBytes::Kind::kDevice, ctx.cu(),
+                                                    &ctx.telemetry(), layout_.bytes, what));
+  VYRE_ASSIGN_OR_RETURN(scratch_, OwnedBytes::Allocate(OwnedBytes::Kind::kDevice, ctx.cu(),
+                                                       &ctx.telemetry(), scratch_layout_.bytes,
+                                                       what));
+  VYRE_ASSIGN_OR_RETURN(pinned_counters_,
+                        OwnedBytes::Allocate(OwnedBytes::Kind::kPinned, ctx.cu(),
+                                             &ctx.telemetry(), sizeof(VyreEgCounters), what));
+  VYRE_RETURN_IF_ERROR(LoadKernels(what));
+  const CUdeviceptr base = slab_.device();
+  const CUdeviceptr scratch = scratch_.device();
+  args_.row_classes = base + layout_.row_classes;
+  args_.row_ops = base + layout_.row_ops;
+  args_.child_offsets = base + layout_.child_offsets;
+  args_.child_lengths = base + layout_.child_lengths;
+  args_.signatures = base + layout_.signatures;
+  args_.children = base + layout_.children;
+  args_.parent = base + layout_.parent;
+  args_.canon = base + layout_.canon;
+  args_.hash = scratch + scratch_layout_.hash;
+  args_.worklist = scratch + scratch_layout_.worklist;
+  args_.table = scratch + scratch_layout_.table;
+  args_.counters = scratch + scratch_layout_.counters;
+  args_.hooked = scratch + scratch_layout_.hooked;
+  args_.hooked_words = static_cast<uint32_t>(scratch_layout_.hooked_words);
+  args_.rows = static_cast<uint32_t>(rows_);
+  args_.classes = static_cast<uint32_t>(classes_);
+  args_.table_mask = static_cast<uint32_t>(scratch_layout_.table_slots - 1);
+
+  CUstream stream = ctx.stream();
+  struct {
+    const uint32_t* from;
+    CUdeviceptr to;
+    uint64_t entries;
+  } uploads[] = {
+      {desc.row_classes, args_.row_classes, rows_},     {desc.row_ops, args_.row_ops, rows_},
+      {desc.child_offsets, args_.child_offsets, rows_}, {desc.child_lengths, args_.child_lengths, rows_},
+      {desc.row_signatures, args_.signatures, rows_},   {desc.children, args_.children, child_count_},
+  };
+  absl::Status status;
+  for (const auto& u : uploads) {
+    if (u.from == nullptr || u.entries == 0) continue;
+    CUresult r = driver::Api().cuMemcpyHtoDAsync(u.to, u.from, u.entries * 4, stream);
+    if (r != CUDA_SUCCESS) {
+      status = driver::CuError(r, what, "cuMemcpyHtoDAsync");
+      break;
+    }
+    ctx.telemetry().h2d_bytes.Add(u.entries * 4);
+  }
+  if (status.ok() && desc.row_signatures == nullptr) {
+    status = Launch(kernels_.signatures, rows_, args_, what);
+  }
+  if (status.ok()) status = Launch(kernels_.init_parent, classes_, args_, what);
+  // Wait even after a failed enqueue: the uploads read the caller's memory.
+  CUresult synced = driver::Api().cuStreamSynchronize(stream);
+  ctx.telemetry().sync_points.Add();
+  VYRE_RETURN_IF_ERROR(status);
+  if (synced != CUDA_SUCCESS) return driver::CuError(synced, what, "cuStreamSynchronize");
+  counted_ = true;
+  return absl::OkStatus();
+}
+
+EgraphImage::~EgraphImage() {
+  if (!context_) return;
+  driver::ScopedContext bind(context_->cu(), driver::ScopedContext::Purpose::kRelease);
+  pass_scratch_.reset();
+  pinned_counters_.reset();
+  scratch_.reset();
+  slab_.reset();
+}
+
+absl::Status EgraphImage::Launch(CUfunction kernel, uint64_t items, const VyreEgArgs& args,
+                                 const char* what) const {
+  const uint64_t wanted = (std::max<uint64_t>(items, 1) + kBlockThreads - 1) / kBlockThreads;
+  const uint32_t blocks = static_cast<uint32_t>(std::min<uint64_t>(wanted, max_blocks_));
+  VyreEgArgs copy = args;
+  void* params[] = {&copy};
+  VYRE_CU(what, cuLaunchKernel, kernel, blocks, 1, 1, kBlockThreads, 1, 1, 0, context_->stream(),
+          params, nullptr);
+  context_->telemetry().kernel_launches.Add();
+  return absl::OkStatus();
+}
+
+absl::Status EgraphImage::ResetCounters(const VyreEgCounters& init, const char* what) {
+  // The previous read of the pinned block was waited for, so it is free.
+  std::memcpy(pinned_counters_.host(), &init, sizeof(init));
+  VYRE_CU(what, cuMemcpyHtoDAsync, args_.counters, pinned_counters_.host(), sizeof(init),
+          context_->stream());
+  context_->telemetry().h2d_operations.Add();
+  context_->telemetry().h2d_bytes.Add(sizeof(init));
+  return absl::OkStatus();
+}
+
+absl::Status EgraphImage::ReadCounters(VyreEgCounters* out, const char* what) {
+  VYRE_CU(what, cuMemcpyDtoHAsync, pinned_counters_.host(), args_.counters, sizeof(*out),
+          context_->stream());
+  context_->telemetry().d2h_operations.Add();
+  context_->telemetry().d2h_bytes.Add(sizeof(*out));
+  context_->telemetry().sync_points.Add();
+  VYRE_CU(what, cuStreamSynchronize, context_->stream());
+  std::memcpy(out, pinned_counters_.host(), sizeof(*out));
+  return absl::OkStatus();
+}
+
+absl::Status EgraphImage::CheckIdle(const char* what) const {
+  if (!busy_) return absl::OkStatus();
+  return Errorf(VYRE_STATUS_INVALID_STATE,
+                "%s: an asynchronous rebuild of this image is still unwaited. Fix: wait on (or "
+                "release) its pending handle first.",
+                what);
+}
+
+uint64_t EgraphImage::ColumnEntries(uint32_t column) const {
+  switch (column) {
+    case VYRE_EGRAPH_COLUMN_CHILDREN: return child_count_;
+    case VYRE_EGRAPH_COLUMN_CANONICAL_CLASSES: return classes_;
+    default: return rows_;
+  }
+}
+
+uint64_t EgraphImage::ColumnOffset(uint32_t column) const {
+  switch (column) {
+    case VYRE_EGRAPH_COLUMN_ROW_CLASSES: return layout_.row_classes;
+    case VYRE_EGRAPH_COLUMN_ROW_OPS: return layout_.row_ops;
+    case VYRE_EGRAPH_COLUMN_CHILD_OFFSETS: return layout_.child_offsets;
+    case VYRE_EGRAPH_COLUMN_CHILD_LENGTHS: return layout_.child_lengths;
+    case VYRE_EGRAPH_COLUMN_ROW_SIGNATURES: return layout_.signatures;
+    case VYRE_EGRAPH_COLUMN_CHILDREN: return layout_.children;
+    default: return layout_.parent;
+  }
+}
+
+std::vector<uint32_t>* EgraphImage::HostColumn(uint32_t column) {
+  switch (column) {
+    case VYRE_EGRAPH_COLUMN_ROW_CLASSES: return &row_classes_;
+    case VYRE_EGRAPH_COLUMN_ROW_OPS: return &row_ops_;
+    case VYRE_EGRAPH_COLUMN_CHILD_OFFSETS: return &child_offsets_;
+    case VYRE_EGRAPH_COLUMN_CHILD_LENGTHS: return &child_lengths_;
+    case VYRE_EGRAPH_COLUMN_ROW_SIGNATURES: return &signatures_;
+    case VYRE_EGRAPH_COLUMN_CHILDREN: return &children_;
+    default: return &parent_;
+  }
+}
+
+namespace {
+
+absl::Status CheckColumnRange(const char* what, uint32_t column, uint64_t first, uint64_t count,
+                              uint64_t entries, const void* data, const char* data_name) {
+  if (ColumnName(column) == nullptr) {
+    return Errorf(VYRE_STATUS_INVALID_ARGUMENT,
+                  "%s: column %d is not an e-graph column. Fix: use a VYRE_EGRAPH_COLUMN_* "
+                  "value.",
+                  what, static_cast<int32_t>(column));
+  }
+  if (!RangeInside(first, count, entries)) {
+    return Errorf(VYRE_STATUS_OUT_OF_RANGE,
+                  "%s: entries [%u, +%u) of %s end past its %u entries. Fix: keep first + count "
+                  "within the column.",
+                  what, first, count, ColumnName(column), entries);
+  }
+  if (count > 0 && data == nullptr) {
+    return Errorf(VYRE_STATUS_INVALID_ARGUMENT,
+                  "%s: %s is NULL but count is %u. Fix: pass room for count u32 values.", what,
+                  data_name, count);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status EgraphImage::Read(uint32_t column, uint64_t first, uint64_t count, uint32_t* dst,
+                               const char* what) {
+  std::lock_guard lock(mu_);
+  VYRE_RETURN_IF_ERROR(CheckIdle(what));
+  VYRE_RETURN_IF_ERROR(
+      CheckColumnRange(what, column, first, count, ColumnEntries(column), dst, "dst"));
+  if (count == 0) return absl::OkStatus();
+  if (!gpu()) {
+    const std::vector<uint32_t>& from = *HostColumn(column);
+    std::memcpy(dst, from.data() + first, count * 4);
+    return absl::OkStatus();
+  }
+  Context& ctx = *context_;
+  driver::ScopedContext bind(ctx.cu());
+  VYRE_RETURN_IF_ERROR(bind.status(what));
+  VYRE_CU(what, cuMemcpyDtoHAsync, dst, slab_.device() + ColumnOffset(column) + first * 4,
+          count * 4, ctx.stream());
+  ctx.telemetry().d2h_operations.Add();
+  ctx.telemetry().d2h_bytes.Add(count * 4);
+  ctx.telemetry().sync_points.Add();
+  VYRE_CU(what, cuStreamSynchronize, ctx.stream());
+  return absl::OkStatus();
+}
+
+absl::Status EgraphImage::Write(uint32_t column, uint64_t first, uint64_t count,
+                                const uint32_t* src, const char* what) {
+  std::lock_guard lock(mu_);
+  VYRE_RETURN_IF_ERROR(CheckIdle(what));
+  if (column == VYRE_EGRAPH_COLUMN_CANONICAL_CLASSES) {
+    return Errorf(VYRE_STATUS_INVALID_ARGUMENT,
+                  "%s: CANONICAL_CLASSES is read only: it is the image's union-find. Fix: merge "
+                  "classes through vyre_egraph_rebuild's unions, or start again with "
+                  "VYRE_EGRAPH_REBUILD_RESET.",
+                  what);
+  }
+  VYRE_RETURN_IF_ERROR(
+      CheckColumnRange(what, column, first, count, ColumnEntries(column), src, "src"));
+  if (count == 0) return absl::OkStatus();
+  if (column == VYRE_EGRAPH_COLUMN_ROW_CLASSES || column == VYRE_EGRAPH_COLUMN_CHILDREN) {
+    VYRE_RETURN_IF_ERROR(egraph::CheckClassIds(
+        src, count, first, classes_,
+        column == VYRE_EGRAPH_COLUMN_CHILDREN ? "children" : "row_classes", what));
+  }
+  Context* ctx = context_.get();
+  std::unique_ptr<driver::ScopedContext> bind;
+  if (ctx != nullptr) {
+    bind = std::make_unique<driver::ScopedContext>(ctx->cu());
+    VYRE_RETURN_IF_ERROR(bind->status(what));
+  }
+  if (column == VYRE_EGRAPH_COLUMN_CHILD_OFFSETS || column == VYRE_EGRAPH_COLUMN_CHILD_LENGTHS) {
+    // The rows' ranges as they will be, against their neighbours.
+    const bool offsets = column == VYRE_EGRAPH_COLUMN_CHILD_OFFSETS;
+    const uint32_t other = offsets ? VYRE_EGRAPH_COLUMN_CHILD_LENGTHS : VYRE_EGRAPH_COLUMN_CHILD_OFFSETS;
+    const uint64_t lo = first > 0 ? first - 1 : first;
+    const uint64_t hi = std::min(first + count + 1, rows_);
+    std::vector<uint32_t> off(hi - lo), len(hi - lo);
+    if (ctx == nullptr) {
+      std::copy(child_offsets_.begin() + lo, child_offsets_.begin() + hi, off.begin());
+      std::copy(child_lengths_.begin() + lo, child_lengths_.begin() + hi, len.begin());
+    } else {
+      for (auto [col, to] : {std::pair{uint32_t{VYRE_EGRAPH_COLUMN_CHILD_OFFSETS}, &off},
+                             std::pair{uint32_t{VYRE_EGRAPH_COLUMN_CHILD_LENGTHS}, &len}}) {
+        VYRE_CU(what, cuMemcpyDtoHAsync, to->data(), slab_.device() + ColumnOffset(col) + lo * 4,
+                (hi - lo) * 4, ctx->stream());
+      }
+      ctx->telemetry().sync_points.Add();
+      VYRE_CU(what, cuStreamSynchronize, ctx->stream());
+    }
+    (void)other;
+    std::copy(src, src + count, (offsets ? off : len).begin() + (first - lo));
+    const uint64_t previous_end = first > 0 ? uint64_t{off[0]} + len[0] : 0;
+    const uint64_t next_offset = first + count < rows_ ? off[hi - lo - 1] : child_count_;
+    VYRE_RETURN_IF_ERROR(egraph::CheckChildRanges(off.data() + (first - lo),
+                                                  len.data() + (first - lo), count, first,
+                                                  child_count_, previous_end, next_offset, what));
+  }
+  if (ctx == nullptr) {
+    std::copy(src, src + count, HostColumn(column)->begin() + first);
+    return absl::OkStatus();
+  }
+  VYRE_CU(what, cuMemcpyHtoDAsync, slab_.device() + ColumnOffset(column) + first * 4, src,
+          count * 4, ctx->stream());
+  ctx->telemetry().h2d_operations.Add();
+  ctx->telemetry().h2d_bytes.Add(count * 4);
+  ctx->telemetry().sync_points.Add();
+  VYRE_CU(what, cuStreamSynchronize, ctx->stream());
+  return absl::OkStatus();
+}
+
+absl::StatusOr<vyre_egraph_image_info> EgraphImage::Info(const char* what) {
+  std::lock_guard lock(mu_);
+  VYRE_RETURN_IF_ERROR(CheckIdle(what));
+  vyre_egraph_image_info info{};
+  info.struct_size = sizeof(info);
+  info.device = gpu() ? VYRE_EGRAPH_DEVICE_GPU : VYRE_EGRAPH_DEVICE_CPU;
+  info.context.bits = gpu() ? context_->handle() : 0;
+  info.row_count = rows_;
+  info.class_count = classes_;
+  info.child_count = child_count_;
+  info.canonical_class_count = canonical_classes_;
+  if (gpu()) {
+    info.bytes = slab_.bytes() + scratch_.bytes() + pass_scratch_.bytes();
+  } else {
+    info.bytes = (rows_ * 5 + child_count_ + classes_) * 4;
+  }
+  return info;
+}
+
+absl::Status EgraphImage::EnsurePassScratch(uint64_t pairs, const char* what) {
+  if (pass_scratch_ && pairs <= pass_pair_capacity_) return absl::OkStatus();
+  Context& ctx = *context_;
+  const uint64_t capacity = std::max<uint64_t>(pairs, 1);
+  // A pass finds at most one pair per row: a set of twice that many slots
+  // never fills, whatever the output's capacity.
+  const uint64_t set_slots = *NextPowerOfTwo(std::max<uint64_t>(rows_, 1) * 2);
+  uint64_t cursor = 0, rep = 0, group_min = 0, set = 0, out = 0;
+  const bool ok = Place(&cursor, rows_ * 4, &rep) && Place(&cursor, rows_ * 4, &group_min) &&
+                  Place(&cursor, set_slots * 8, &set) && Place(&cursor, capacity * 8, &out);
+  if (!ok) return LayoutOverflow(what);
+  pass_scratch_.reset();
+  VYRE_ASSIGN_OR_RETURN(pass_scratch_, OwnedBytes::Allocate(OwnedBytes::Kind::kDevice, ctx.cu(),
+                                                            &ctx.telemetry(), cursor, what));
+  pass_pair_capacity_ = capacity;
+  const CUdeviceptr base = pass_scratch_.device();
+  args_.rep_slot = base + rep;
+  args_.group_min = base + group_min;
+  args_.pair_set = base + set;
+  args_.pairs_out = base + out;
+  args_.pair_set_mask = static_cast<uint32_t>(set_slots - 1);
+  args_.pair_capacity = static_cast<uint32_t>(capacity);
+  return absl::OkStatus();
+}
+
+absl::Status EgraphImage::Pass(uint32_t* pairs, uint64_t capacity, uint64_t* out_count,
+                               const char* what) {
+  std::lock_guard lock(mu_);
+  VYRE_RETURN_IF_ERROR(CheckIdle(what));
+  if (capacity > 0 && pairs == nullptr) {
+    return Errorf(VYRE_STATUS_INVALID_ARGUMENT,
+                  "%s: pairs is NULL but pair_capacity is %u. Fix: pass room for 2 u32 per pair, "
+                  "or NULL with capacity 0 to ask the count.",
+                  what, capacity);
+  }
+  std::vector<std::pair<uint32_t, uint32_t>> found;
+  uint64_t count = 0;
+  if (!gpu()) {
+    egraph::HostColumns g;
+    g.rows = rows_;
+    g.classes = classes_;
+    g.child_count = child_count_;
+    g.row_classes = row_classes_.data();
+    g.row_ops = row_ops_.data();
+    g.child_offsets = child_offsets_.data();
+    g.child_lengths = child_lengths_.data();
+    g.children = children_.data();
+    found = egraph::CpuCongruencePairs(g, parent_.data(), cpu_threads_);
+    count = found.size();
+  } else {
+    Context& ctx = *context_;
+    driver::ScopedContext bind(ctx.cu());
+    VYRE_RETURN_IF_ERROR(bind.status(what));
+    VYRE_RETURN_IF_ERROR(
+        EnsurePassScratch(std::min<uint64_t>(std::max<uint64_t>(rows_, 1), kFirstPairCapacity),
+                          what));
+    CUstream stream = ctx.stream();
+    VyreEgCounters init{};
+    init.full = 1;
+    VYRE_RETURN_IF_ERROR(ResetCounters(init, what));
+    VYRE_RETURN_IF_ERROR(Launch(kernels_.refresh, rows_, args_, what));
+    VYRE_CU(what, cuMemsetD32Async, args_.table, 0xFFFFFFFFu, scratch_layout_.table_slots, stream);
+    if (rows_ > 0) VYRE_CU(what, cuMemsetD32Async, args_.group_min, 0xFFFFFFFFu, rows_, stream);
+    ctx.telemetry().memset_operations.Add(2);
+    VYRE_RETURN_IF_ERROR(Launch(kernels_.pass_group, rows_, args_, what));
+    VyreEgCounters seen{};
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      VYRE_CU(what, cuMemsetD32Async, args_.pair_set, 0xFFFFFFFFu,
+              (uint64_t{args_.pair_set_mask} + 1) * 2, stream);
+      VYRE_CU(what, cuMemsetD8Async, args_.counters + offsetof(VyreEgCounters, pair_count), 0,
+              sizeof(seen.pair_count), stream);
+      ctx.telemetry().memset_operations.Add(2);
+      VYRE_RETURN_IF_ERROR(Launch(kernels_.pass_emit, rows_, args_, what));
+      VYRE_RETURN_IF_ERROR(ReadCounters(&seen, what));
+      if (seen.pair_count <= pass_pair_capacity_) break;
+      // More pairs than the output holds: grow it and emit again (the groups
+      // stay as found; only the pair set and output are rebuilt).
+      OwnedBytes keep_groups = std::move(pass_scratch_);
+      const uint64_t rep = args_.rep_slot, group_min = args_.group_min;
+      std::vector<uint32_t> saved(rows_ * 2);
+      if (rows_ > 0) {
+        VYRE_CU(what, cuMemcpyDtoHAsync, saved.data(), rep, rows_ * 4, stream);
+        VYRE_CU(what, cuMemcpyDtoHAsync, saved.data() + rows_, group_min, rows_ * 4, stream);
+        VYRE_CU(what, cuStreamSynchronize, stream);
+      }
+      keep_groups.reset();
+      VYRE_RETURN_IF_ERROR(EnsurePassScratch(seen.pair_count, what));
+      if (rows_ > 0) {
+        VYRE_CU(what, cuMemcpyHtoDAsync, args_.rep_slot, saved.data(), rows_ * 4, stream);
+        VYRE_CU(what, cuMemcpyHtoDAsync, args_.group_min, saved.data() + rows_, rows_ * 4, stream);
+      }
+    }
+    if (seen.overflow != 0 || seen.pair_count > pass_pair_capacity_) {
+      return Errorf(VYRE_STATUS_INTERNAL,
+                    "%s: the congruence pass's scratch overflowed (%u pairs for %u places). Fix: "
+                    "report this as a vyre-cuda bug with the e-graph's size.",
+                    what, seen.pair_count, pass_pair_capacity_);
+    }
+    count = seen.pair_count;
+    if (count > 0 && count <= capacity) {
+      VYRE_CU(what, cuMemcpyDtoHAsync, pairs, args_.pairs_out, count * 8, stream);
+      ctx.telemetry().d2h_operations.Add();
+      ctx.telemetry().d2h_bytes.Add(count * 8);
+      VYRE_CU(what, cuStreamSynchronize, stream);
+    }
+  }
+  if (out_count != nullptr) *out_count = count;
+  if (capacity == 0 && pairs == nullptr) return absl::OkStatus();
+  if (count > capacity) {
+    return Errorf(VYRE_STATUS_OUT_OF_RANGE,
+                  "%s: the pass found %u pairs but pairs has room for %u; nothing was written. "
+                  "Fix: pass room for at least %u pairs (capacity 0 with NULL asks the count).",
+                  what, count, capacity, count);
+  }
+  if (!gpu()) {
+    for (uint64_t i = 0; i < count; ++i) {
+      pairs[2 * i] = found[i].first;
+      pairs[2 * i + 1] = found[i].second;
+    }
+    return absl::OkStatus();
+  }
+  // The device finds pairs in no particular order: sort for one answer.
+  auto* begin = reinterpret_cast<std::array<uint32_t, 2>*>(pairs);
+  std::sort(begin, begin + count);
+  return absl::OkStatus();
+}
+
+}  // namespace vyre

@@ -1,0 +1,128 @@
+// An e-graph image: the columns of an e-graph and a union-find over its
+// classes, on a context's GPU (one resident slab, scratch reused across
+// passes) or on the host (the CPU reference). See vyre_cuda.h, "E-graph
+// congruence".
+#ifndef VYRE_EGRAPH_EGRAPH_IMAGE_H_
+#define VYRE_EGRAPH_EGRAPH_IMAGE_H_
+
+#include <cuda.h>
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "egraph/kernels/egraph_args.h"
+#include "runtime/context.h"
+#include "runtime/memory.h"
+#include "runtime/module_cache.h"
+#include "vyre_cuda.h"
+
+namespace vyre {
+
+class EgraphRebuild;
+
+// Byte offsets of the slab's spans (256-byte aligned) and their entries.
+struct EgraphLayout {
+  uint64_t row_classes = 0, row_ops = 0, child_offsets = 0, child_lengths = 0, signatures = 0;
+  uint64_t children = 0, parent = 0, canon = 0;
+  uint64_t bytes = 0;
+};
+
+// Spans of the scratch slab: row hashes and the worklist ("bucket rows"),
+// the group table ("bucket words") and the 64-byte counter block.
+struct EgraphScratchLayout {
+  uint64_t hash = 0, worklist = 0, table = 0, counters = 0, hooked = 0;
+  uint64_t table_slots = 0, hooked_words = 0;
+  uint64_t bytes = 0;
+};
+
+// Lays out the slabs for an image's counts; OUT_OF_RANGE when they overflow.
+absl::StatusOr<EgraphLayout> LayOutImage(uint64_t rows, uint64_t classes, uint64_t children,
+                                         const char* what);
+absl::StatusOr<EgraphScratchLayout> LayOutScratch(uint64_t rows, uint64_t classes,
+                                                  const char* what);
+
+class EgraphImage {
+ public:
+  static absl::StatusOr<std::shared_ptr<EgraphImage>> Create(const vyre_egraph_image_desc& desc,
+                                                             const char* what);
+  ~EgraphImage();
+  EgraphImage(const EgraphImage&) = delete;
+  EgraphImage& operator=(const EgraphImage&) = delete;
+
+  bool gpu() const { return context_ != nullptr; }
+  Context* context() const { return context_.get(); }
+  const std::shared_ptr<Context>& context_ref() const { return context_; }
+  uint64_t handle() const { return handle_; }
+  void set_handle(uint64_t bits) { handle_ = bits; }
+
+  absl::Status Read(uint32_t column, uint64_t first, uint64_t count, uint32_t* dst,
+                    const char* what);
+  absl::Status Write(uint32_t column, uint64_t first, uint64_t count, const uint32_t* src,
+                     const char* what);
+  absl::StatusOr<vyre_egraph_image_info> Info(const char* what);
+  absl::Status Pass(uint32_t* pairs, uint64_t capacity, uint64_t* out_count, const char* what);
+
+  // Rebuilds run through EgraphRebuild, which holds mutex() and the image.
+  std::mutex& mutex() { return mu_; }
+  // An asynchronous rebuild is unwaited: other calls are INVALID_STATE.
+  bool busy() const { return busy_; }
+  void set_busy(bool busy) { busy_ = busy; }
+  absl::Status CheckIdle(const char* what) const;
+
+ private:
+  friend class EgraphRebuild;
+  EgraphImage() = default;
+
+  absl::Status CreateOnDevice(const vyre_egraph_image_desc& desc, const char* what);
+  absl::Status LoadKernels(const char* what);
+  absl::Status EnsurePassScratch(uint64_t pairs, const char* what);
+  // Launches `kernel` over `items` with the image's arguments.
+  absl::Status Launch(CUfunction kernel, uint64_t items, const VyreEgArgs& args,
+                      const char* what) const;
+  absl::Status ResetCounters(const VyreEgCounters& init, const char* what);
+  absl::Status ReadCounters(VyreEgCounters* out, const char* what);
+  uint64_t ColumnEntries(uint32_t column) const;
+  uint64_t ColumnOffset(uint32_t column) const;
+  std::vector<uint32_t>* HostColumn(uint32_t column);
+
+  std::shared_ptr<Context> context_;  // null for CPU images; first: outlives the memory
+  uint64_t handle_ = 0;
+  uint64_t rows_ = 0, classes_ = 0, child_count_ = 0;
+  uint64_t canonical_classes_ = 0;
+  unsigned cpu_threads_ = 0;
+
+  // CPU images.
+  std::vector<uint32_t> row_classes_, row_ops_, child_offsets_, child_lengths_, signatures_;
+  std::vector<uint32_t> children_, parent_;
+
+  // GPU images.
+  EgraphLayout layout_;
+  EgraphScratchLayout scratch_layout_;
+  OwnedBytes slab_;
+  OwnedBytes scratch_;
+  OwnedBytes pinned_counters_;  // VyreEgCounters read back / written through here
+  // Pass scratch, grown on demand: group slot per row, minimum class per
+  // table slot, the pair set and the pair output.
+  OwnedBytes pass_scratch_;
+  uint64_t pass_pair_capacity_ = 0;
+  VyreEgArgs args_{};
+  std::shared_ptr<LoadedModule> module_;
+  struct Kernels {
+    CUfunction init_parent = nullptr, apply_unions = nullptr, compress = nullptr, settle = nullptr;
+    CUfunction relink = nullptr;
+    CUfunction signatures = nullptr, clear_table = nullptr, refresh = nullptr, insert = nullptr;
+    CUfunction round_end = nullptr, pass_group = nullptr, pass_emit = nullptr;
+  } kernels_;
+  uint32_t max_blocks_ = 1;
+
+  std::mutex mu_;  // serialises calls on the image
+  bool busy_ = false;
+  bool counted_ = false;
+};
+
+}  // namespace vyre
+
+#endif  // VYRE_EGRAPH_EGRAPH_IMAGE_H_

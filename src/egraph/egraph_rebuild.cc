@@ -1,0 +1,331 @@
+#include "egraph/egraph_rebuild.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "absl/time/clock.h"
+#include "base/status.h"
+#include "driver/cu_error.h"
+#include "base/struct_size.h"
+#include "egraph/cpu_reference.h"
+
+namespace vyre {
+namespace {
+
+constexpr uint32_t kKnownFlags = VYRE_EGRAPH_REBUILD_RESET | VYRE_EGRAPH_REBUILD_DEVICE_TIMING |
+                                 VYRE_EGRAPH_REBUILD_COLLIDING_HASH;
+// Rounds in the first batch; each later batch doubles, up to the cap.
+constexpr uint32_t kFirstBatch = 4;
+constexpr uint32_t kMaxBatch = 64;
+
+}  // namespace
+
+EgraphRebuild::EgraphRebuild(std::shared_ptr<EgraphImage> image, bool synchronous)
+    : image_(std::move(image)), synchronous_(synchronous) {
+  if (!synchronous_ && image_->gpu()) image_->context()->telemetry().live_pendings.Add();
+}
+
+EgraphRebuild::~EgraphRebuild() {
+  {
+    auto lock = Lock();
+    if (state_ == State::kInFlight) {
+      // Never waited: finish so the image's union-find is whole again.
+      Finish(/*read_back=*/false, "vyre_pending_release").IgnoreError();
+    }
+    Release();
+  }
+  if (!synchronous_ && image_->gpu()) image_->context()->telemetry().live_pendings.Sub(1);
+}
+
+void EgraphRebuild::Release() {
+  if (device_work_pending_ && image_->gpu()) {
+    Context& ctx = *image_->context();
+    driver::ScopedContext bind(ctx.cu(), driver::ScopedContext::Purpose::kRelease);
+    CUresult r = driver::Api().cuStreamSynchronize(ctx.stream());
+    if (r != CUDA_SUCCESS) driver::LogReleaseFailure("cuStreamSynchronize", r);
+    device_work_pending_ = false;
+  }
+  unions_device_.reset();
+  unions_pinned_.reset();
+  start_.reset();
+  end_.reset();
+  done_.reset();
+  if (claimed_) {
+    std::lock_guard image_lock(image_->mutex());
+    image_->set_busy(false);
+    claimed_ = false;
+  }
+  if (image_lock_.owns_lock()) image_lock_.unlock();
+}
+
+absl::Status EgraphRebuild::Start(const vyre_egraph_rebuild_desc& desc, const char* what) {
+  auto lock = Lock();
+  started_ns_ = absl::GetCurrentTimeNanos();
+  if ((desc.flags & ~kKnownFlags) != 0) {
+    return Errorf(VYRE_STATUS_INVALID_ARGUMENT,
+                  "%s: flags 0x%x hold unknown bits. Fix: use VYRE_EGRAPH_REBUILD_* values only.",
+                  what, desc.flags);
+  }
+  if (desc.union_count > 0 && desc.unions == nullptr) {
+    return Errorf(VYRE_STATUS_INVALID_ARGUMENT,
+                  "%s: unions is NULL but union_count is %u. Fix: pass 2 u32 class ids per "
+                  "union, or a count of 0.",
+                  what, desc.union_count);
+  }
+  std::unique_lock<std::mutex> image_lock(image_->mutex());
+  VYRE_RETURN_IF_ERROR(image_->CheckIdle(what));
+  const uint64_t classes = image_->classes_;
+  for (uint64_t i = 0; i < desc.union_count * 2; ++i) {
+    if (desc.unions[i] >= classes) {
+      return Errorf(VYRE_STATUS_INVALID_ARGUMENT,
+                    "%s: union %u names class %u, not below the image's class_count %u. Fix: "
+                    "pass class ids of this image.",
+                    what, i / 2, desc.unions[i], classes);
+    }
+  }
+  flags_ = desc.flags;
+  canonical_out_ = desc.canonical_out;
+  result_out_ = desc.result_out;
+  classes_before_ = (desc.flags & VYRE_EGRAPH_REBUILD_RESET) ? classes : image_->canonical_classes_;
+  absl::Status started =
+      image_->gpu() ? StartOnDevice(desc, what) : StartOnHost(desc, what);
+  if (!started.ok()) {
+    image_lock.unlock();
+    Release();
+    return started;
+  }
+  state_ = State::kInFlight;
+  if (synchronous_) {
+    image_lock_ = std::move(image_lock);
+  } else {
+    image_->set_busy(true);
+    claimed_ = true;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status EgraphRebuild::StartOnHost(const vyre_egraph_rebuild_desc& desc, const char* what) {
+  (void)what;
+  EgraphImage& im = *image_;
+  if (desc.flags & VYRE_EGRAPH_REBUILD_RESET) {
+    for (uint64_t x = 0; x < im.classes_; ++x) im.parent_[x] = static_cast<uint32_t>(x);
+  }
+  uint64_t union_merges = 0;
+  for (uint64_t i = 0; i < desc.union_count; ++i) {
+    union_merges += egraph::Union(im.parent_.data(), desc.unions[2 * i], desc.unions[2 * i + 1]);
+  }
+  egraph::HostColumns g;
+  g.rows = im.rows_;
+  g.classes = im.classes_;
+  g.child_count = im.child_count_;
+  g.row_classes = im.row_classes_.data();
+  g.row_ops = im.row_ops_.data();
+  g.child_offsets = im.child_offsets_.data();
+  g.child_lengths = im.child_lengths_.data();
+  g.children = im.children_.data();
+  egraph::CpuRebuildStats stats =
+      egraph::CpuRebuild(g, im.parent_.data(), im.cpu_threads_, desc.max_rounds,
+                         (desc.flags & VYRE_EGRAPH_REBUILD_COLLIDING_HASH) != 0);
+  result_ = vyre_egraph_rebuild_result{};
+  result_.struct_size = sizeof(result_);
+  result_.rounds = stats.rounds;
+  result_.merges = stats.merges;
+  result_.union_merges = union_merges;
+  result_.rows_visited = stats.rows_visited;
+  result_.classes_before = classes_before_;
+  result_.classes_after = classes_before_ - union_merges - stats.merges;
+  im.canonical_classes_ = result_.classes_after;
+  return absl::OkStatus();
+}
+
+absl::Status EgraphRebuild::EnqueueRounds(uint32_t rounds, const char* what) {
+  EgraphImage& im = *image_;
+  const VyreEgArgs& a = im.args_;
+  for (uint32_t i = 0; i < rounds; ++i) {
+    VYRE_RETURN_IF_ERROR(im.Launch(im.kernels_.clear_table, im.scratch_layout_.table_slots, a, what));
+    VYRE_RETURN_IF_ERROR(im.Launch(im.kernels_.refresh, im.rows_, a, what));
+    VYRE_RETURN_IF_ERROR(im.Launch(im.kernels_.insert, im.rows_, a, what));
+    VYRE_RETURN_IF_ERROR(im.Launch(im.kernels_.relink, im.classes_, a, what));
+    VYRE_RETURN_IF_ERROR(im.Launch(im.kernels_.round_end, 1, a, what));
+  }
+  // The counters come back with the batch, read once it completes.
+  Context& ctx = *im.context();
+  VYRE_CU(what, cuMemcpyDtoHAsync, im.pinned_counters_.host(), a.counters, sizeof(VyreEgCounters),
+          ctx.stream());
+  ctx.telemetry().d2h_operations.Add();
+  ctx.telemetry().d2h_bytes.Add(sizeof(VyreEgCounters));
+  return absl::OkStatus();
+}
+
+absl::Status EgraphRebuild::StartOnDevice(const vyre_egraph_rebuild_desc& desc, const char* what) {
+  EgraphImage& im = *image_;
+  Context& ctx = *im.context();
+  driver::ScopedContext bind(ctx.cu());
+  VYRE_RETURN_IF_ERROR(bind.status(what));
+  CUstream stream = ctx.stream();
+  if (desc.flags & VYRE_EGRAPH_REBUILD_DEVICE_TIMING) {
+    VYRE_RETURN_IF_ERROR(start_.Acquire(&ctx.events(), /*timing=*/true));
+    VYRE_RETURN_IF_ERROR(end_.Acquire(&ctx.events(), /*timing=*/true));
+  }
+  if (!synchronous_) VYRE_RETURN_IF_ERROR(done_.Acquire(&ctx.events(), /*timing=*/false));
+  if (start_) VYRE_CU(what, cuEventRecord, start_.get(), stream);
+  device_work_pending_ = true;
+  VyreEgCounters init{};
+  init.full = 1;
+  init.max_rounds = desc.max_rounds;
+  VYRE_RETURN_IF_ERROR(im.ResetCounters(init, what));
+
+  im.args_.weak_hash = (desc.flags & VYRE_EGRAPH_REBUILD_COLLIDING_HASH) ? 1u : 0u;
+  if (desc.flags & VYRE_EGRAPH_REBUILD_RESET) {
+    VYRE_RETURN_IF_ERROR(im.Launch(im.kernels_.init_parent, im.classes_, im.args_, what));
+  }
+  if (desc.union_count > 0) {
+    const uint64_t bytes = desc.union_count * 8;
+    VYRE_ASSIGN_OR_RETURN(unions_pinned_, ctx.pinned_pool().Acquire(bytes, what));
+    VYRE_ASSIGN_OR_RETURN(unions_device_, ctx.device_pool().Acquire(bytes, what));
+    std::memcpy(unions_pinned_.host(), desc.unions, bytes);
+    VYRE_CU(what, cuMemcpyHtoDAsync, unions_device_.device(), unions_pinned_.host(), bytes,
+            stream);
+    ctx.telemetry().h2d_operations.Add();
+    ctx.telemetry().h2d_bytes.Add(bytes);
+    VyreEgArgs with_unions = im.args_;
+    with_unions.unions = unions_device_.device();
+    with_unions.union_count = static_cast<uint32_t>(desc.union_count);
+    VYRE_RETURN_IF_ERROR(im.Launch(im.kernels_.apply_unions, desc.union_count, with_unions, what));
+    VYRE_RETURN_IF_ERROR(im.Launch(im.kernels_.compress, im.classes_, im.args_, what));
+    VYRE_RETURN_IF_ERROR(im.Launch(im.kernels_.settle, im.classes_, im.args_, what));
+  }
+  batch_ = kFirstBatch;
+  VYRE_RETURN_IF_ERROR(EnqueueRounds(batch_, what));
+  if (done_) VYRE_CU(what, cuEventRecord, done_.get(), stream);
+  return absl::OkStatus();
+}
+
+absl::Status EgraphRebuild::Finish(bool read_back, const char* what) {
+  EgraphImage& im = *image_;
+  if (!im.gpu()) {
+    if (read_back && canonical_out_ != nullptr && im.classes_ > 0) {
+      std::memcpy(canonical_out_, im.parent_.data(), im.classes_ * 4);
+    }
+    return absl::OkStatus();
+  }
+  Context& ctx = *im.context();
+  driver::ScopedContext bind(ctx.cu());
+  VYRE_RETURN_IF_ERROR(bind.status(what));
+  CUstream stream = ctx.stream();
+  VyreEgCounters seen{};
+  uint32_t rounds_before = 0;
+  for (;;) {
+    ctx.telemetry().sync_points.Add();
+    VYRE_CU(what, cuStreamSynchronize, stream);
+    std::memcpy(&seen, im.pinned_counters_.host(), sizeof(seen));
+    if (seen.done) break;
+    // Every round that merges removes a class, so a rebuild ends within
+    // class_count + 1 rounds; a batch that ran no round at all, or more
+    // rounds than that, means the kernels are not doing their work.
+    if (seen.rounds == rounds_before || seen.rounds > im.classes_ + 1) {
+      return Errorf(VYRE_STATUS_INTERNAL,
+                    "%s: the e-graph kernels stopped making progress (%u rounds, %u merges). "
+                    "Fix: report this as a vyre-cuda bug with the e-graph's size; the image's "
+                    "classes are left as the last round merged them.",
+                    what, seen.rounds, seen.merges);
+    }
+    rounds_before = seen.rounds;
+    batch_ = std::min(batch_ * 2, kMaxBatch);
+    VYRE_RETURN_IF_ERROR(EnqueueRounds(batch_, what));
+  }
+  if (end_) VYRE_CU(what, cuEventRecord, end_.get(), stream);
+  if (read_back && canonical_out_ != nullptr && im.classes_ > 0) {
+    VYRE_CU(what, cuMemcpyDtoHAsync, canonical_out_, im.args_.parent, im.classes_ * 4, stream);
+    ctx.telemetry().d2h_operations.Add();
+    ctx.telemetry().d2h_bytes.Add(im.classes_ * 4);
+  }
+  VYRE_CU(what, cuStreamSynchronize, stream);
+  device_work_pending_ = false;
+  result_ = vyre_egraph_rebuild_result{};
+  result_.struct_size = sizeof(result_);
+  result_.rounds = seen.rounds;
+  result_.merges = seen.merges;
+  result_.union_merges = seen.union_merges;
+  result_.rows_visited = seen.rows_visited;
+  result_.classes_before = classes_before_;
+  result_.classes_after = classes_before_ - seen.union_merges - seen.merges;
+  if (start_ && end_) {
+    float ms = 0;
+    if (driver::Api().cuEventElapsedTime(&ms, start_.get(), end_.get()) == CUDA_SUCCESS) {
+      result_.device_ns = static_cast<uint64_t>(static_cast<double>(ms) * 1e6);
+    }
+  }
+  {
+    // Asynchronous rebuilds hold the image through `busy`, not its mutex.
+    std::unique_lock<std::mutex> image_lock;
+    if (!synchronous_) image_lock = std::unique_lock<std::mutex>(im.mutex());
+    im.canonical_classes_ = result_.classes_after;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status EgraphRebuild::Poll(const char* what) {
+  auto lock = Lock();
+  if (state_ != State::kInFlight || !done_) return absl::OkStatus();
+  driver::ScopedContext bind(image_->context()->cu());
+  VYRE_RETURN_IF_ERROR(bind.status(what));
+  return PollEvent(done_.get(), what, "the e-graph rebuild");
+}
+
+absl::Status EgraphRebuild::Wait(uint64_t timeout_ns, const char* what) {
+  auto lock = Lock();
+  if (state_ == State::kDone) {
+    return Errorf(VYRE_STATUS_INVALID_STATE,
+                  "%s: this rebuild was already waited on. Fix: wait on a pending rebuild once, "
+                  "then release it.",
+                  what);
+  }
+  if (state_ != State::kInFlight) {
+    return Errorf(VYRE_STATUS_INVALID_STATE,
+                  "%s: the rebuild was never started. Fix: wait only on handles returned by "
+                  "vyre_egraph_rebuild_async.",
+                  what);
+  }
+  if (done_ && timeout_ns != VYRE_WAIT_FOREVER) {
+    driver::ScopedContext bind(image_->context()->cu());
+    VYRE_RETURN_IF_ERROR(bind.status(what));
+    absl::Status ready = AwaitEvent(done_.get(), timeout_ns, what, "the e-graph rebuild");
+    if (PublicCode(ready) == VYRE_STATUS_TIMEOUT) return ready;
+  }
+  absl::Status status = Finish(/*read_back=*/true, what);
+  const int64_t end = absl::GetCurrentTimeNanos();
+  result_.wall_ns = static_cast<uint64_t>(end - started_ns_);
+  timing_ = vyre_timing{};
+  timing_.struct_size = sizeof(timing_);
+  timing_.wall_ns = result_.wall_ns;
+  timing_.device_ns = result_.device_ns;
+  if (status.ok() && result_out_ != nullptr) {
+    status = WriteOutStruct(what, "vyre_egraph_rebuild_result", result_out_, result_);
+  }
+  state_ = State::kDone;
+  Release();
+  return status;
+}
+
+absl::StatusOr<vyre_timing> EgraphRebuild::Timing(const char* what) {
+  auto lock = Lock();
+  if (state_ != State::kDone) {
+    return Errorf(VYRE_STATUS_INVALID_STATE,
+                  "%s: timing is known only after the rebuild is waited on. Fix: call "
+                  "vyre_pending_wait first.",
+                  what);
+  }
+  return timing_;
+}
+
+void EgraphRebuild::Abandon() {
+  auto lock = Lock();
+  if (state_ == State::kInFlight) {
+    Finish(/*read_back=*/false, "vyre_pending_release").IgnoreError();
+    state_ = State::kDone;
+  }
+  Release();
+}
+
+}  // namespace vyre

@@ -1,0 +1,74 @@
+// One rebuild of an e-graph image from its start to its result: behind
+// vyre_egraph_rebuild_async's pending handle, or on the stack for
+// vyre_egraph_rebuild. On the GPU the rounds run in batches with no host
+// round trip inside a batch; the host reads the counters between batches
+// (the batch doubles each time, so a rebuild of n rounds syncs about
+// log2(n) times).
+#ifndef VYRE_EGRAPH_EGRAPH_REBUILD_H_
+#define VYRE_EGRAPH_EGRAPH_REBUILD_H_
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+
+#include "egraph/egraph_image.h"
+#include "runtime/device_pools.h"
+#include "runtime/pending_work.h"
+
+namespace vyre {
+
+class EgraphRebuild final : public PendingWork {
+ public:
+  EgraphRebuild(std::shared_ptr<EgraphImage> image, bool synchronous);
+  ~EgraphRebuild() override;
+  EgraphRebuild(const EgraphRebuild&) = delete;
+  EgraphRebuild& operator=(const EgraphRebuild&) = delete;
+
+  // Validates and applies the unions and enqueues the first batch of rounds
+  // (a CPU image's rebuild runs to completion here).
+  absl::Status Start(const vyre_egraph_rebuild_desc& desc, const char* what);
+  absl::Status Poll(const char* what) override;
+  absl::Status Wait(uint64_t timeout_ns, const char* what) override;
+  absl::StatusOr<vyre_timing> Timing(const char* what) override;
+  void Abandon() override;
+  std::shared_ptr<Context> context_ref() const override { return image_->context_ref(); }
+
+  const vyre_egraph_rebuild_result& result() const { return result_; }
+
+ private:
+  enum class State { kIdle, kInFlight, kDone };
+
+  std::unique_lock<std::mutex> Lock() {
+    return synchronous_ ? std::unique_lock<std::mutex>() : std::unique_lock<std::mutex>(mu_);
+  }
+  absl::Status StartOnDevice(const vyre_egraph_rebuild_desc& desc, const char* what);
+  absl::Status StartOnHost(const vyre_egraph_rebuild_desc& desc, const char* what);
+  absl::Status EnqueueRounds(uint32_t rounds, const char* what);
+  // Runs batches until the fixpoint, then reads the results back (into the
+  // caller's memory unless `read_back` is false).
+  absl::Status Finish(bool read_back, const char* what);
+  void Release();
+
+  std::shared_ptr<EgraphImage> image_;
+  const bool synchronous_;
+  std::unique_lock<std::mutex> image_lock_;  // synchronous: held start to finish
+  bool claimed_ = false;                     // asynchronous: set the image busy
+
+  std::mutex mu_;
+  State state_ = State::kIdle;
+  bool device_work_pending_ = false;
+  uint32_t flags_ = 0;
+  uint32_t* canonical_out_ = nullptr;
+  vyre_egraph_rebuild_result* result_out_ = nullptr;
+  uint32_t batch_ = 0;
+  uint64_t classes_before_ = 0;
+  PoolBlock unions_device_, unions_pinned_;
+  PooledEvent start_, end_, done_;
+  vyre_egraph_rebuild_result result_{};
+  vyre_timing timing_{};
+  int64_t started_ns_ = 0;
+};
+
+}  // namespace vyre
+
+#endif  // VYRE_EGRAPH_EGRAPH_REBUILD_H_

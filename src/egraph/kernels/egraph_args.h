@@ -1,0 +1,52 @@
+// The one argument block every e-graph kernel takes, shared by the CUDA
+// source and the host code so both agree on its layout. Addresses are
+// device pointers carried as 64-bit integers.
+#ifndef VYRE_EGRAPH_KERNELS_EGRAPH_ARGS_H_
+#define VYRE_EGRAPH_KERNELS_EGRAPH_ARGS_H_
+
+#ifdef __CUDACC__
+typedef unsigned long long vyre_eg_u64;
+typedef unsigned int vyre_eg_u32;
+#else
+#include <cstdint>
+typedef uint64_t vyre_eg_u64;
+typedef uint32_t vyre_eg_u32;
+#endif
+
+// Device-side state of one rebuild or pass (one 64-byte block).
+struct VyreEgCounters {
+  vyre_eg_u64 merges;          // congruence merges over all rounds
+  vyre_eg_u64 union_merges;    // merges made by the caller's unions
+  vyre_eg_u64 rows_visited;    // rows canonicalised over all rounds
+  vyre_eg_u64 pair_count;      // pass: distinct pairs found
+  vyre_eg_u32 merges_round;    // merges in the round running now
+  vyre_eg_u32 worklist_count;  // rows queued for this round's inserts
+  vyre_eg_u32 placed;          // rows placed in the table since it was cleared
+  vyre_eg_u32 done;            // 1: fixpoint (or max_rounds) reached; kernels return at once
+  vyre_eg_u32 full;            // 1: this round clears the table and visits every row
+  vyre_eg_u32 rounds;          // rounds finished
+  vyre_eg_u32 max_rounds;      // 0: no limit
+  vyre_eg_u32 overflow;        // a probe ran the whole table (never expected)
+};
+
+struct VyreEgArgs {
+  // Columns (rows entries each, children child_count).
+  vyre_eg_u64 row_classes, row_ops, child_offsets, child_lengths, signatures, children;
+  // Union-find (classes entries) and canonical children (child_count).
+  vyre_eg_u64 parent, canon;
+  // Scratch: row hashes and the worklist (rows), the table (table_mask + 1).
+  vyre_eg_u64 hash, worklist, table;
+  // Pass scratch: each row's group leader row, each leader's minimum class
+  // (rows entries each), the set of pairs (pair_set_mask + 1 u64) and the
+  // output (pair_capacity pairs).
+  vyre_eg_u64 rep_slot, group_min, pair_set, pairs_out;
+  vyre_eg_u64 counters;
+  vyre_eg_u64 unions;  // union_count pairs
+  // Two bitsets of hooked_words u32 each: bit x of set (round & 1) says root
+  // x was linked under another root during that round.
+  vyre_eg_u64 hooked;
+  vyre_eg_u32 rows, classes, table_mask, union_count;
+  vyre_eg_u32 pair_set_mask, pair_capacity, weak_hash, hooked_words;
+};
+
+#endif  // VYRE_EGRAPH_KERNELS_EGRAPH_ARGS_H_
