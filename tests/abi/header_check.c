@@ -28,6 +28,10 @@ static const any_fn kFunctions[] = {
     (any_fn)vyre_graph_kernel_node_update,
     (any_fn)vyre_sequence_create,  (any_fn)vyre_sequence_run,
     (any_fn)vyre_sequence_record,  (any_fn)vyre_sequence_destroy,
+    (any_fn)vyre_egraph_image_create, (any_fn)vyre_egraph_image_destroy,
+    (any_fn)vyre_egraph_image_read, (any_fn)vyre_egraph_image_write,
+    (any_fn)vyre_egraph_image_info_get, (any_fn)vyre_egraph_pass,
+    (any_fn)vyre_egraph_rebuild,   (any_fn)vyre_egraph_rebuild_async,
 };
 
 size_t header_check_function_count(void);
@@ -49,6 +53,13 @@ int header_check_inits(void) {
   vyre_kernel_node_update node_update = VYRE_KERNEL_NODE_UPDATE_INIT;
   vyre_sequence_step step = VYRE_SEQUENCE_STEP_INIT;
   vyre_sequence_desc sequence_desc = VYRE_SEQUENCE_DESC_INIT;
+  vyre_egraph_image_desc egraph_desc = VYRE_EGRAPH_IMAGE_DESC_INIT;
+  vyre_egraph_image_info egraph_info = VYRE_EGRAPH_IMAGE_INFO_INIT;
+  vyre_egraph_rebuild_desc rebuild_desc = VYRE_EGRAPH_REBUILD_DESC_INIT;
+  vyre_egraph_rebuild_result rebuild_result = VYRE_EGRAPH_REBUILD_RESULT_INIT;
+  vyre_egraph_image egraph = {0};
+  uint32_t rebuild_flags = VYRE_EGRAPH_REBUILD_RESET | VYRE_EGRAPH_REBUILD_DEVICE_TIMING |
+                           VYRE_EGRAPH_REBUILD_COLLIDING_HASH;
   vyre_graph graph = {0};
   vyre_sequence sequence = {0};
   vyre_graph_node_kind node_kind = VYRE_GRAPH_NODE_KERNEL;
@@ -80,6 +91,12 @@ int header_check_inits(void) {
   ok &= sequence_desc.struct_size == sizeof(vyre_sequence_desc);
   ok &= graph.bits == 0 && sequence.bits == 0 && node_kind == 1 && update_flags == 3u;
   ok &= VYRE_STATUS_SHAPE_MISMATCH == 20;
+  ok &= egraph_desc.struct_size == sizeof(vyre_egraph_image_desc) &&
+        egraph_desc.device == VYRE_EGRAPH_DEVICE_GPU;
+  ok &= egraph_info.struct_size == sizeof(vyre_egraph_image_info);
+  ok &= rebuild_desc.struct_size == sizeof(vyre_egraph_rebuild_desc);
+  ok &= rebuild_result.struct_size == sizeof(vyre_egraph_rebuild_result);
+  ok &= egraph.bits == 0 && rebuild_flags == 7u && VYRE_EGRAPH_COLUMN_CANONICAL_CLASSES == 7;
   ok &= context.bits == 0 && buffer.bits == 0 && program.bits == 0 && pending.bits == 0;
   ok &= upload.bytes == 0 && download.bytes == 0 && param.index == 0 && callback == NULL;
   ok &= flags == 3u && forever == UINT64_MAX;

@@ -254,5 +254,65 @@ int main(void) {
   ENUM(VYRE_STEP_COPY);
   ENUM(VYRE_STEP_UPLOAD);
   ENUM(VYRE_STEP_DOWNLOAD);
+  STRUCT(vyre_egraph_image);
+
+  STRUCT(vyre_egraph_image_desc);
+  FIELD(vyre_egraph_image_desc, struct_size);
+  FIELD(vyre_egraph_image_desc, device);
+  FIELD(vyre_egraph_image_desc, context);
+  FIELD(vyre_egraph_image_desc, row_count);
+  FIELD(vyre_egraph_image_desc, class_count);
+  FIELD(vyre_egraph_image_desc, child_count);
+  FIELD(vyre_egraph_image_desc, row_classes);
+  FIELD(vyre_egraph_image_desc, row_ops);
+  FIELD(vyre_egraph_image_desc, child_offsets);
+  FIELD(vyre_egraph_image_desc, child_lengths);
+  FIELD(vyre_egraph_image_desc, row_signatures);
+  FIELD(vyre_egraph_image_desc, children);
+  FIELD(vyre_egraph_image_desc, cpu_threads);
+  FIELD(vyre_egraph_image_desc, reserved0);
+
+  STRUCT(vyre_egraph_image_info);
+  FIELD(vyre_egraph_image_info, struct_size);
+  FIELD(vyre_egraph_image_info, device);
+  FIELD(vyre_egraph_image_info, context);
+  FIELD(vyre_egraph_image_info, row_count);
+  FIELD(vyre_egraph_image_info, class_count);
+  FIELD(vyre_egraph_image_info, child_count);
+  FIELD(vyre_egraph_image_info, canonical_class_count);
+  FIELD(vyre_egraph_image_info, bytes);
+
+  STRUCT(vyre_egraph_rebuild_result);
+  FIELD(vyre_egraph_rebuild_result, struct_size);
+  FIELD(vyre_egraph_rebuild_result, rounds);
+  FIELD(vyre_egraph_rebuild_result, merges);
+  FIELD(vyre_egraph_rebuild_result, union_merges);
+  FIELD(vyre_egraph_rebuild_result, classes_before);
+  FIELD(vyre_egraph_rebuild_result, classes_after);
+  FIELD(vyre_egraph_rebuild_result, rows_visited);
+  FIELD(vyre_egraph_rebuild_result, device_ns);
+  FIELD(vyre_egraph_rebuild_result, wall_ns);
+
+  STRUCT(vyre_egraph_rebuild_desc);
+  FIELD(vyre_egraph_rebuild_desc, struct_size);
+  FIELD(vyre_egraph_rebuild_desc, flags);
+  FIELD(vyre_egraph_rebuild_desc, unions);
+  FIELD(vyre_egraph_rebuild_desc, union_count);
+  FIELD(vyre_egraph_rebuild_desc, canonical_out);
+  FIELD(vyre_egraph_rebuild_desc, result_out);
+  FIELD(vyre_egraph_rebuild_desc, max_rounds);
+  FIELD(vyre_egraph_rebuild_desc, reserved0);
+  ENUM(VYRE_EGRAPH_DEVICE_GPU);
+  ENUM(VYRE_EGRAPH_DEVICE_CPU);
+  ENUM(VYRE_EGRAPH_COLUMN_ROW_CLASSES);
+  ENUM(VYRE_EGRAPH_COLUMN_ROW_OPS);
+  ENUM(VYRE_EGRAPH_COLUMN_CHILD_OFFSETS);
+  ENUM(VYRE_EGRAPH_COLUMN_CHILD_LENGTHS);
+  ENUM(VYRE_EGRAPH_COLUMN_ROW_SIGNATURES);
+  ENUM(VYRE_EGRAPH_COLUMN_CHILDREN);
+  ENUM(VYRE_EGRAPH_COLUMN_CANONICAL_CLASSES);
+  ENUM(VYRE_EGRAPH_REBUILD_RESET);
+  ENUM(VYRE_EGRAPH_REBUILD_DEVICE_TIMING);
+  ENUM(VYRE_EGRAPH_REBUILD_COLLIDING_HASH);
   return 0;
 }
