@@ -311,7 +311,9 @@ class LibraryTest(unittest.TestCase):
 ENUM_PREFIXES = ((vc.Status, "VYRE_STATUS_"), (vc.Role, "VYRE_ROLE_"),
                  (vc.CodeKind, "VYRE_CODE_"), (vc.ParamKind, "VYRE_PARAM_"),
                  (vc.Source, "VYRE_SOURCE_"), (vc.LogLevel, "VYRE_LOG_"),
-                 (vc.GraphNodeKind, "VYRE_GRAPH_NODE_"), (vc.StepKind, "VYRE_STEP_"))
+                 (vc.GraphNodeKind, "VYRE_GRAPH_NODE_"), (vc.StepKind, "VYRE_STEP_"),
+                 (vc.EgraphDevice, "VYRE_EGRAPH_DEVICE_"),
+                 (vc.EgraphColumn, "VYRE_EGRAPH_COLUMN_"))
 
 # (name in vyre_cuda, name in vyre_cuda.h) of the constants outside the enums.
 CONSTANTS = (("VERSION_MAJOR", "VYRE_CUDA_VERSION_MAJOR"),
@@ -319,7 +321,10 @@ CONSTANTS = (("VERSION_MAJOR", "VYRE_CUDA_VERSION_MAJOR"),
              ("DISPATCH_FLAG_DEVICE_TIMING", "VYRE_DISPATCH_FLAG_DEVICE_TIMING"),
              ("DISPATCH_FLAG_COOPERATIVE", "VYRE_DISPATCH_FLAG_COOPERATIVE"),
              ("KERNEL_NODE_UPDATE_GRID", "VYRE_KERNEL_NODE_UPDATE_GRID"),
-             ("KERNEL_NODE_UPDATE_SCALARS", "VYRE_KERNEL_NODE_UPDATE_SCALARS"))
+             ("KERNEL_NODE_UPDATE_SCALARS", "VYRE_KERNEL_NODE_UPDATE_SCALARS"),
+             ("EGRAPH_REBUILD_RESET", "VYRE_EGRAPH_REBUILD_RESET"),
+             ("EGRAPH_REBUILD_DEVICE_TIMING", "VYRE_EGRAPH_REBUILD_DEVICE_TIMING"),
+             ("EGRAPH_REBUILD_COLLIDING_HASH", "VYRE_EGRAPH_REBUILD_COLLIDING_HASH"))
 
 
 class NoDriverTest(unittest.TestCase):
@@ -362,6 +367,8 @@ class NoDriverTest(unittest.TestCase):
                                         ("vyre_pending_poll", vc.PendingHandle),
                                         ("vyre_graph_destroy", vc.GraphHandle),
                                         ("vyre_sequence_destroy", vc.SequenceHandle),
+                                        ("vyre_egraph_image_destroy",
+                                         vc.EgraphImageHandle),
                                         ("vyre_context_trim", vc.ContextHandle)):
                     status = getattr(lib, fn)(handle_type(bits))
                     out.append([fn, bits, status, vc.last_error()[2]])
@@ -418,6 +425,16 @@ class HandleTest(unittest.TestCase):
         self.assertStatus(vc.Status.INVALID_HANDLE, seq.record)
         self.assertStatus(vc.Status.INVALID_HANDLE, ctx.sequence,
                           [vc.FillStep(self._sized_buffer(16))])
+        image = self._closed(vc.EgraphImage)
+        self.assertStatus(vc.Status.INVALID_HANDLE, image.info)
+        self.assertStatus(vc.Status.INVALID_HANDLE, image.read, "row_ops")
+        self.assertStatus(vc.Status.INVALID_HANDLE, image.write, "row_ops", [1])
+        self.assertStatus(vc.Status.INVALID_HANDLE, image.pass_pairs)
+        self.assertStatus(vc.Status.INVALID_HANDLE, image.rebuild)
+        self.assertStatus(vc.Status.INVALID_HANDLE, image.rebuild_async)
+        # A GPU image on a closed context.
+        self.assertStatus(vc.Status.INVALID_HANDLE,
+                          lambda: vc.EgraphImage.from_nodes([(0, 1, ())], context=ctx))
 
     def _sized_buffer(self, nbytes):
         buf = self._closed(vc.Buffer)
@@ -533,6 +550,515 @@ class HostMemoryTest(unittest.TestCase):
         ref = vc._writable(a, "t")
         self.assertEqual(ref.nbytes, 32)
         self.assertEqual(ctypes.string_at(ref.address, 32), a.tobytes())
+
+
+# ---------------------------------------------------------------------------
+# E-graph images
+# ---------------------------------------------------------------------------
+
+# A small e-graph whose closure is known: leaves a (class 0) and b (1); f(a)
+# in 2 and f(b) in 3; Const(1) in 4 and Const(2) in 5 (the payload is in the
+# op id); g(Const(1), a) in 6 and g(Const(2), b) in 7; h(f(a)) in 8 and
+# h(f(b)) in 9. Nothing is congruent until a union says a = b.
+OP_A, OP_B, OP_F, OP_CONST1, OP_CONST2, OP_G, OP_H = 1, 2, 10, 1001, 1002, 20, 30
+SMALL_NODES = [(0, OP_A, ()), (1, OP_B, ()), (2, OP_F, (0,)), (3, OP_F, (1,)),
+               (4, OP_CONST1, ()), (5, OP_CONST2, ()), (6, OP_G, (4, 0)), (7, OP_G, (5, 1)),
+               (8, OP_H, (2,)), (9, OP_H, (3,))]
+SMALL_COLUMNS = {
+    "row_classes": list(range(10)),
+    "row_ops": [OP_A, OP_B, OP_F, OP_F, OP_CONST1, OP_CONST2, OP_G, OP_G, OP_H, OP_H],
+    "child_offsets": [0, 0, 0, 1, 2, 2, 2, 4, 6, 7],
+    "child_lengths": [0, 0, 1, 1, 0, 0, 2, 2, 1, 1],
+    "children": [0, 1, 4, 0, 5, 1, 2, 3],
+}
+# After the union a = b: f(a) = f(b) (round 1), so h(f(a)) = h(f(b)) (round
+# 2), and round 3 finds nothing. The g rows differ in their Const children.
+SMALL_IDENTITY = list(range(10))
+SMALL_AFTER_ONE_ROUND = [0, 0, 2, 2, 4, 5, 6, 7, 8, 9]
+SMALL_CLOSED = [0, 0, 2, 2, 4, 5, 6, 7, 8, 8]
+
+
+def small_image(**kwargs):
+    return vc.EgraphImage.from_nodes(SMALL_NODES, **kwargs)
+
+
+def random_egraph(rng, classes, rows):
+    """(class, op, children) rows with many congruences: few ops, few
+    classes; op 5 takes one or two children, so arity alone separates some."""
+    nodes = []
+    for _ in range(rows):
+        op = rng.randrange(6)
+        arity = 1 + rng.randrange(2) if op == 5 else op % 3
+        nodes.append((rng.randrange(classes), op,
+                      tuple(rng.randrange(classes) for _ in range(arity))))
+    return nodes
+
+
+def naive_closure(nodes, classes, unions=(), canonical=None, max_rounds=0):
+    """The congruence closure the library promises, written plainly: unions,
+    then snapshot rounds until one merges nothing. Returns (canonical,
+    rounds, merges, union_merges)."""
+    parent = list(range(classes)) if canonical is None else list(canonical)
+
+    def find(x):
+        while parent[x] != x:
+            x = parent[x]
+        return x
+
+    def union(a, b):
+        a, b = find(a), find(b)
+        if a == b:
+            return 0
+        parent[max(a, b)] = min(a, b)
+        return 1
+
+    union_merges = sum(union(a, b) for a, b in unions)
+    rounds = merges = 0
+    while True:
+        rounds += 1
+        first, congruent = {}, []
+        for klass, op, kids in nodes:
+            form = (op, len(kids)) + tuple(find(k) for k in kids)
+            if form in first:
+                congruent.append((first[form], klass))
+            else:
+                first[form] = klass
+        merged = sum(union(a, b) for a, b in congruent)
+        merges += merged
+        if merged == 0 or (max_rounds and rounds >= max_rounds):
+            break
+    return [find(x) for x in range(classes)], rounds, merges, union_merges
+
+
+def naive_pass(nodes, canonical):
+    """Per group of congruent rows, (m, c) for its minimum canonical class m
+    and every other canonical class c; sorted."""
+    groups = {}
+    for klass, op, kids in nodes:
+        form = (op, len(kids)) + tuple(canonical[k] for k in kids)
+        groups.setdefault(form, set()).add(canonical[klass])
+    pairs = set()
+    for members in groups.values():
+        m = min(members)
+        pairs.update((m, c) for c in members if c != m)
+    return sorted(pairs)
+
+
+class EgraphTestMixin:
+    def expect_status(self, status, fn, *args, call=None, **kwargs):
+        with self.assertRaises(vc.VyreError) as cm:
+            fn(*args, **kwargs)
+        e = cm.exception
+        self.assertEqual(e.status, status, str(e))
+        self.assertEqual(e.status_name, "VYRE_STATUS_" + status.name)
+        self.assertIn("Fix:", e.message)
+        self.assertIn("Fix:", str(e))
+        if call is not None:
+            self.assertEqual(e.call, call)
+        return e
+
+    def expect_python_error(self, error, fn, *args, **kwargs):
+        with self.assertRaises(error) as cm:
+            fn(*args, **kwargs)
+        self.assertIn("Fix:", str(cm.exception))
+        return cm.exception
+
+    def check_result(self, r, **expected):
+        got = {name: getattr(r, name) for name in expected}
+        self.assertEqual(got, expected, repr(r))
+
+    def check_small_closure(self, make_image):
+        """The known closure of SMALL_NODES, step by step (the same on every
+        device)."""
+        with make_image() as img:
+            self.assertEqual(img.pass_pairs(), [])
+            self.assertEqual(img.pass_count(), 0)
+            # Nothing is congruent: one round that finds nothing.
+            r = img.rebuild()
+            self.assertIsInstance(r, vc.EgraphRebuildResult)
+            self.check_result(r, rounds=1, merges=0, union_merges=0, classes_before=10,
+                              classes_after=10)
+            self.assertEqual(r.canonical, SMALL_IDENTITY)
+            self.assertIsNone(r.timing)
+            self.assertGreater(r.wall_ns, 0)
+            self.assertEqual(set(r.as_dict()), set(vc.EgraphRebuildResult._FIELDS))
+            # a = b, one round only: f(a) = f(b) merges; h(f(a)) = h(f(b)) is
+            # left for the next rebuild, which the pass now reports.
+            r = img.rebuild(unions=[(1, 0)], max_rounds=1)
+            self.check_result(r, rounds=1, merges=1, union_merges=1, classes_before=10,
+                              classes_after=8)
+            self.assertEqual(r.canonical, SMALL_AFTER_ONE_ROUND)
+            self.assertEqual(img.canonical_classes(), SMALL_AFTER_ONE_ROUND)
+            self.assertEqual(img.info()["canonical_class_count"], 8)
+            self.assertEqual(img.pass_count(), 1)
+            self.assertEqual(img.pass_pairs(), [(8, 9)])
+            self.assertEqual(img.pass_pairs(capacity=1), [(8, 9)])
+            self.assertEqual(img.pass_pairs(capacity=5), [(8, 9)])
+            e = self.expect_status(vc.Status.OUT_OF_RANGE, img.pass_pairs, capacity=0,
+                                   call="vyre_egraph_pass")
+            self.assertIn("at least 1 pairs", e.message)
+            # The pass merged nothing; the rebuild goes on from the state kept.
+            self.assertEqual(img.canonical_classes(), SMALL_AFTER_ONE_ROUND)
+            r = img.rebuild()
+            self.check_result(r, rounds=2, merges=1, union_merges=0, classes_before=8,
+                              classes_after=7)
+            self.assertEqual(r.canonical, SMALL_CLOSED)
+            self.assertEqual(img.pass_pairs(), [])
+            self.assertEqual(img.info()["canonical_class_count"], 7)
+            # A closed image: one round, nothing merged; unions of merged
+            # classes merge nothing.
+            r = img.rebuild(unions=[(0, 1), (9, 8), (3, 3)])
+            self.check_result(r, rounds=1, merges=0, union_merges=0, classes_before=7,
+                              classes_after=7)
+            # From scratch in one rebuild: the fixpoint takes 3 rounds.
+            r = img.rebuild(unions=[(0, 1)], reset=True)
+            self.check_result(r, rounds=3, merges=2, union_merges=1, classes_before=10,
+                              classes_after=7)
+            self.assertEqual(r.canonical, SMALL_CLOSED)
+
+    def check_random_graphs(self, make_image, seeds=12):
+        """Random graphs against naive_closure and naive_pass; make_image(nodes,
+        classes, seed) builds the image."""
+        rng = random.Random(2024)
+        for seed in range(seeds):
+            classes = 8 + rng.randrange(30)
+            nodes = random_egraph(rng, classes, 10 + rng.randrange(60))
+            unions = [(rng.randrange(classes), rng.randrange(classes))
+                      for _ in range(rng.randrange(6))]
+            for colliding_hash in (False, True):
+                with self.subTest(seed=seed, colliding_hash=colliding_hash), \
+                        make_image(nodes, classes, seed) as img:
+                    self.assertEqual(img.pass_pairs(), naive_pass(nodes, list(range(classes))))
+                    r = img.rebuild(unions=unions, colliding_hash=colliding_hash)
+                    canonical, rounds, merges, union_merges = naive_closure(nodes, classes,
+                                                                            unions)
+                    self.assertEqual(r.canonical, canonical)
+                    self.check_result(r, rounds=rounds, merges=merges,
+                                      union_merges=union_merges, classes_before=classes,
+                                      classes_after=len(set(canonical)))
+                    self.assertEqual(img.pass_pairs(), [])
+                    # One round from scratch: the pass then shows what is left.
+                    r = img.rebuild(unions=unions, reset=True, max_rounds=1,
+                                    colliding_hash=colliding_hash)
+                    one, rounds, merges, _ = naive_closure(nodes, classes, unions,
+                                                           max_rounds=1)
+                    self.assertEqual(r.canonical, one)
+                    self.check_result(r, rounds=rounds, merges=merges)
+                    self.assertEqual(img.pass_pairs(), naive_pass(nodes, one))
+
+
+class EgraphCpuTest(EgraphTestMixin, unittest.TestCase):
+    """E-graph images on the library's CPU reference: no driver or GPU needed."""
+
+    def test_columns_info_and_reads(self):
+        c = SMALL_COLUMNS
+        inputs = {
+            "lists": dict(c),
+            "tuples and a generator": {k: (tuple(v) if k != "children" else iter(v))
+                                       for k, v in c.items()},
+            "array('I') and memoryview": {k: (array.array("I", v) if k != "row_ops"
+                                              else memoryview(array.array("I", v)))
+                                          for k, v in c.items()},
+        }
+        for label, cols in inputs.items():
+            with self.subTest(label), vc.EgraphImage(**cols) as img:
+                self.assertEqual(img.device, vc.EgraphDevice.CPU)
+                self.assertIsNone(img.context)
+                self.assertFalse(img.numpy)
+                info = img.info()
+                self.assertEqual(info["device"], vc.EgraphDevice.CPU)
+                self.assertEqual(info["context"], 0)
+                self.assertEqual((info["row_count"], info["class_count"], info["child_count"]),
+                                 (10, 10, 8))
+                self.assertEqual(info["canonical_class_count"], 10)
+                self.assertGreater(info["bytes"], 0)
+                for name, values in c.items():
+                    self.assertEqual(img.read(name), values, name)
+                    self.assertEqual(img.read(getattr(vc.EgraphColumn, name.upper())), values)
+                self.assertEqual(img.read("canonical_classes"), SMALL_IDENTITY)
+                self.assertEqual(len(img.read("row_signatures")), 10)
+        # from_nodes lays the columns out the same way.
+        with small_image() as img:
+            for name, values in c.items():
+                self.assertEqual(img.read(name), values, name)
+        # An explicit class_count may exceed the ids used; classes alone stay alone.
+        with small_image(class_count=12, cpu_threads=1) as img:
+            self.assertEqual(img.class_count, 12)
+            self.assertEqual(img.info()["class_count"], 12)
+            r = img.rebuild(unions=[(1, 0), (11, 10)])
+            self.assertEqual(r.canonical, SMALL_CLOSED + [10, 10])
+            self.check_result(r, union_merges=2, merges=2, classes_before=12, classes_after=8)
+
+    def test_union_closes_congruence(self):
+        self.check_small_closure(lambda: small_image(cpu_threads=1))
+        with small_image() as img:
+            self.assertEqual(img.rebuild().rows_visited, 10)  # one round: every row
+
+    def test_random_graphs_match_a_naive_closure(self):
+        self.check_random_graphs(lambda nodes, classes, seed: vc.EgraphImage.from_nodes(
+            nodes, class_count=classes, cpu_threads=seed % 3))
+
+    def test_different_payloads_never_merge(self):
+        with small_image() as img:
+            # The weak hash makes the g rows (same op and arity) collide: the
+            # library confirms every child and still refuses to merge them.
+            for colliding_hash in (False, True):
+                with self.subTest(colliding_hash=colliding_hash):
+                    r = img.rebuild(unions=[(0, 1)], reset=True, colliding_hash=colliding_hash)
+                    self.assertEqual(r.canonical, SMALL_CLOSED)
+                    self.check_result(r, rounds=3, merges=2, union_merges=1, classes_after=7)
+            # Const(1) = Const(2) by a union: now g(Const(1), a) = g(Const(2), b).
+            r = img.rebuild(unions=[(5, 4)])
+            self.check_result(r, rounds=2, merges=1, union_merges=1, classes_before=7,
+                              classes_after=5)
+            self.assertEqual(r.canonical, [0, 0, 2, 2, 4, 4, 6, 6, 8, 8])
+            # RESET forgets every union.
+            r = img.rebuild(reset=True)
+            self.assertEqual(r.canonical, SMALL_IDENTITY)
+            self.check_result(r, classes_before=10, classes_after=10, merges=0)
+
+    def test_thread_counts_agree(self):
+        for threads in (1, 0, 4):
+            with self.subTest(cpu_threads=threads), small_image(cpu_threads=threads) as img:
+                r = img.rebuild(unions=[(1, 0)])
+                self.assertEqual(r.canonical, SMALL_CLOSED)
+                self.check_result(r, rounds=3, merges=2, union_merges=1, classes_before=10,
+                                  classes_after=7)
+
+    def test_canonical_outputs(self):
+        with small_image() as img:
+            r = img.rebuild(unions=[(0, 1)], canonical=False)
+            self.assertIsNone(r.canonical)
+            self.assertEqual(r.classes_after, 7)
+            out = array.array("I", [0xFFFFFFFF]) * 10
+            r = img.rebuild(canonical=out)
+            self.assertIs(r.canonical, out)
+            self.assertEqual(list(out), SMALL_CLOSED)
+            # Room for every class, or nothing runs.
+            self.expect_python_error(ValueError, img.rebuild, unions=[(4, 5)],
+                                     canonical=array.array("I", [0]) * 9)
+            self.expect_python_error(TypeError, img.rebuild, canonical=10)
+            self.assertEqual(img.canonical_classes(), SMALL_CLOSED)
+            # Flat u32 memory holds unions too (2 ids each).
+            r = img.rebuild(unions=array.array("I", [5, 4]), reset=True)
+            self.assertEqual(r.union_merges, 1)
+            self.assertEqual(r.canonical, [0, 1, 2, 3, 4, 4, 6, 7, 8, 9])
+            self.expect_python_error(ValueError, img.rebuild, unions=array.array("I", [5]))
+
+    def test_rebuild_async(self):
+        with small_image() as img:
+            pending = img.rebuild_async(unions=[(1, 0)])
+            self.assertIsInstance(pending, vc.Pending)
+            # Until the wait, every other call on the image is refused.
+            for fn, args in ((img.info, ()), (img.read, ("canonical_classes",)),
+                             (img.write, ("row_ops", [OP_A])), (img.pass_pairs, ()),
+                             (img.rebuild, ()), (img.rebuild_async, ())):
+                with self.subTest(fn.__name__):
+                    self.expect_status(vc.Status.INVALID_STATE, fn, *args)
+            self.expect_status(vc.Status.INVALID_STATE, pending.timing)
+            self.assertTrue(pending.poll())  # a CPU rebuild ran inside the call
+            with pending:
+                r = pending.wait()
+                self.assertIsInstance(r, vc.EgraphRebuildResult)
+                self.check_result(r, rounds=3, merges=2, union_merges=1, classes_before=10,
+                                  classes_after=7)
+                self.assertEqual(r.canonical, SMALL_CLOSED)
+                self.assertGreater(r.wall_ns, 0)
+                self.assertEqual(r.timing["wall_ns"], r.wall_ns)
+                self.expect_status(vc.Status.INVALID_STATE, pending.wait)
+            self.assertTrue(pending.closed)
+            self.assertEqual(img.canonical_classes(), SMALL_CLOSED)
+            # The same as the synchronous rebuild from the same state.
+            sync = img.rebuild(unions=[(1, 0)], reset=True)
+            self.assertEqual(sync.as_dict() | {"wall_ns": 0}, r.as_dict() | {"wall_ns": 0})
+            # Released unwaited: the rebuild is finished, its results unread,
+            # and the image free again.
+            out = array.array("I", [7]) * 10
+            pending = img.rebuild_async(reset=True, canonical=out)
+            pending.close()
+            self.assertEqual(list(out), [7] * 10)
+            self.assertEqual(img.canonical_classes(), SMALL_IDENTITY)
+            # Collected unwaited: the same.
+            pending = img.rebuild_async(unions=[(0, 1)])
+            del pending
+            self.assertEqual(img.canonical_classes(), SMALL_CLOSED)
+
+    def test_read_write_round_trips(self):
+        with small_image() as img:
+            self.assertEqual(img.read("row_ops", first=2, count=3), [OP_F, OP_F, OP_CONST1])
+            self.assertEqual(img.read("children", first=6), [2, 3])
+            self.assertEqual(img.read("children", first=8), [])
+            self.assertEqual(img.read("row_ops", count=0), [])
+            out = array.array("I", [0]) * 4
+            self.assertIs(img.read("child_lengths", first=6, out=out), out)
+            self.assertEqual(list(out), [2, 2, 1, 1])
+            out = array.array("I", [9]) * 4
+            img.read("row_classes", count=2, out=out)
+            self.assertEqual(list(out), [0, 1, 9, 9])
+            self.expect_python_error(ValueError, img.read, "row_classes", count=5, out=out)
+            # f(b) becomes k(b): the union a = b no longer makes it f(a)'s.
+            img.write("row_ops", [11], first=3)
+            self.assertEqual(img.read("row_ops", first=3, count=1), [11])
+            r = img.rebuild(unions=[(0, 1)])
+            self.assertEqual(r.canonical, [0, 0, 2, 3, 4, 5, 6, 7, 8, 9])
+            self.assertEqual(r.merges, 0)
+            # Back to f(b), and the next rebuild finds the congruences.
+            img.write(vc.EgraphColumn.ROW_OPS, array.array("I", [OP_F]), first=3)
+            r = img.rebuild()
+            self.assertEqual(r.canonical, SMALL_CLOSED)
+            # Children in place: h(f(b)) becomes h(Const(2)); an empty write
+            # changes nothing.
+            img.write("children", (5,), first=7)
+            img.write("children", [], first=8)
+            self.assertEqual(img.read("children"), [0, 1, 4, 0, 5, 1, 2, 5])
+            r = img.rebuild(unions=[(0, 1)], reset=True)
+            self.assertEqual(r.canonical, SMALL_AFTER_ONE_ROUND)
+            # Child ranges rewritten together, still in row order: g(Const(2),
+            # b) becomes a leaf of its op and h(f(a)) takes its children slot.
+            img.write("child_lengths", [0], first=7)
+            self.assertEqual(img.read("child_lengths"), [0, 0, 1, 1, 0, 0, 2, 0, 1, 1])
+        # Signatures given are kept as given.
+        cols = dict(SMALL_COLUMNS, row_signatures=[7] * 10)
+        with vc.EgraphImage(**cols) as img:
+            self.assertEqual(img.read("row_signatures"), [7] * 10)
+            img.write("row_signatures", [1, 2], first=8)
+            self.assertEqual(img.read("row_signatures", first=7), [7, 1, 2])
+            self.assertEqual(img.rebuild(unions=[(0, 1)]).canonical, SMALL_CLOSED)
+
+    def test_empty_images(self):
+        with vc.EgraphImage([], [], [], [], [], class_count=3) as img:
+            self.assertEqual(img.read("row_ops"), [])
+            self.assertEqual(img.pass_pairs(), [])
+            r = img.rebuild(unions=[(2, 1)])
+            self.check_result(r, rounds=1, merges=0, union_merges=1, classes_before=3,
+                              classes_after=2, rows_visited=0)
+            self.assertEqual(r.canonical, [0, 1, 1])
+        with vc.EgraphImage([], [], [], [], []) as img:  # class_count 0 inferred
+            self.assertEqual(img.info()["class_count"], 0)
+            self.assertEqual(img.rebuild().canonical, [])
+
+    def test_errors_have_a_fix(self):
+        c = SMALL_COLUMNS
+        create = "vyre_egraph_image_create"
+        # Class ids out of range, in the rows and in the children.
+        e = self.expect_status(vc.Status.INVALID_ARGUMENT, vc.EgraphImage,
+                               **dict(c, class_count=9), call=create)
+        self.assertIn("row_classes[9]", e.message)
+        e = self.expect_status(vc.Status.INVALID_ARGUMENT, vc.EgraphImage,
+                               **dict(c, children=[0, 1, 4, 0, 5, 1, 2, 30], class_count=10),
+                               call=create)
+        self.assertIn("children[7]", e.message)
+        # Overlapping offsets, and children past the end.
+        e = self.expect_status(vc.Status.INVALID_ARGUMENT, vc.EgraphImage,
+                               **dict(c, child_offsets=[0, 0, 0, 0, 2, 2, 2, 4, 6, 7]),
+                               call=create)
+        self.assertIn("overlapping", e.message)
+        self.expect_status(vc.Status.OUT_OF_RANGE, vc.EgraphImage,
+                           **dict(c, child_lengths=[0, 0, 1, 1, 0, 0, 2, 2, 1, 2]), call=create)
+        self.expect_status(vc.Status.INVALID_ARGUMENT, vc.EgraphImage, [0], [1], [0], [0], [],
+                           class_count=0, call=create)
+        self.expect_status(vc.Status.INVALID_ARGUMENT, vc.EgraphImage, **c, device=7,
+                           call=create)
+        # What the binding checks before the library.
+        self.expect_python_error(ValueError, vc.EgraphImage, **dict(c, row_ops=[1] * 9))
+        self.expect_python_error(ValueError, vc.EgraphImage, **dict(c, children=[0, -1]))
+        self.expect_python_error(ValueError, vc.EgraphImage, **dict(c, row_ops=[2 ** 32] * 10))
+        self.expect_python_error(TypeError, vc.EgraphImage, **dict(c, row_ops=["f"] * 10))
+        self.expect_python_error(TypeError, vc.EgraphImage, **dict(c, children=5))
+        self.expect_python_error(ValueError, vc.EgraphImage, **c, device="tpu")
+        self.expect_python_error(ValueError, vc.EgraphImage, **c, device="gpu")
+        self.expect_python_error(TypeError, vc.EgraphImage.from_nodes, [(0, 1)])
+        self.expect_python_error(ValueError, vc.EgraphImage, **c, class_count=-1)
+
+        with small_image() as img:
+            self.expect_status(vc.Status.INVALID_ARGUMENT, img.rebuild, unions=[(0, 10)],
+                               call="vyre_egraph_rebuild")
+            self.expect_status(vc.Status.INVALID_ARGUMENT, img.rebuild_async, unions=[(10, 0)],
+                               call="vyre_egraph_rebuild_async")
+            self.expect_python_error(TypeError, img.rebuild, unions=[0, 1])
+            self.expect_python_error(TypeError, img.rebuild, unions=[(0, 1, 2)])
+            self.expect_status(vc.Status.OUT_OF_RANGE, img.read, "row_ops", first=8, count=3,
+                               call="vyre_egraph_image_read")
+            self.expect_status(vc.Status.OUT_OF_RANGE, img.read, "children", first=9)
+            self.expect_status(vc.Status.INVALID_ARGUMENT, img.read, 9)
+            self.expect_python_error(ValueError, img.read, "no_such_column")
+            write = "vyre_egraph_image_write"
+            self.expect_status(vc.Status.INVALID_ARGUMENT, img.write, "canonical_classes", [0],
+                               call=write)
+            self.expect_status(vc.Status.INVALID_ARGUMENT, img.write, "row_classes", [10],
+                               call=write)
+            self.expect_status(vc.Status.INVALID_ARGUMENT, img.write, "children", [1, 10],
+                               first=6, call=write)
+            self.expect_status(vc.Status.OUT_OF_RANGE, img.write, "row_ops", [1, 2], first=9,
+                               call=write)
+            # Offsets that would overlap a neighbour's children, or a length
+            # reaching into the next row's: refused, nothing changed.
+            self.expect_status(vc.Status.INVALID_ARGUMENT, img.write, "child_offsets", [1],
+                               first=6, call=write)
+            self.expect_status(vc.Status.INVALID_ARGUMENT, img.write, "child_lengths", [3],
+                               first=6, call=write)
+            for name, values in SMALL_COLUMNS.items():
+                self.assertEqual(img.read(name), values, name)
+            # The failures changed nothing.
+            self.assertEqual(img.rebuild(unions=[(0, 1)]).canonical, SMALL_CLOSED)
+
+    def test_closed_and_stale_images(self):
+        img = small_image()
+        bits = img.handle
+        self.assertNotEqual(bits, 0)
+        self.assertIn("EgraphImage", repr(img))
+        with img:
+            pass
+        self.assertTrue(img.closed)
+        img.close()  # idempotent
+        self.expect_status(vc.Status.INVALID_HANDLE, img.info)
+        self.expect_status(vc.Status.INVALID_HANDLE, img.pass_count)
+        self.expect_status(vc.Status.STALE_HANDLE, vc._call, "vyre_egraph_image_info_get",
+                           vc.EgraphImageHandle(bits), ctypes.byref(vc._new(
+                               vc.EgraphImageInfoStruct)))
+        self.expect_status(vc.Status.STALE_HANDLE, vc._call, "vyre_egraph_image_destroy",
+                           vc.EgraphImageHandle(bits))
+        # An image closed while its rebuild is unwaited: the wait still works.
+        img = small_image()
+        pending = img.rebuild_async(unions=[(0, 1)])
+        img.close()
+        with pending:
+            self.assertEqual(pending.wait().canonical, SMALL_CLOSED)
+
+    def test_numpy_columns(self):
+        try:
+            import numpy as np
+        except ImportError:
+            self.skipTest("numpy not installed")
+        cols = {k: np.array(v, dtype=np.uint32) for k, v in SMALL_COLUMNS.items()}
+        cols["row_ops"] = cols["row_ops"].astype(np.int64)  # converted once
+        with vc.EgraphImage(**cols) as img:
+            self.assertTrue(img.numpy)
+            ops = img.read("row_ops")
+            self.assertIsInstance(ops, np.ndarray)
+            self.assertEqual(ops.dtype, np.uint32)
+            np.testing.assert_array_equal(ops, SMALL_COLUMNS["row_ops"])
+            out = np.zeros(3, dtype=np.uint32)
+            self.assertIs(img.read("children", first=5, out=out), out)
+            np.testing.assert_array_equal(out, [1, 2, 3])
+            img.write("row_ops", np.array([11], dtype=np.uint32), first=3)
+            img.write("row_ops", np.array([OP_F]), first=3)
+            r = img.rebuild(unions=np.array([[1, 0]], dtype=np.uint32))
+            self.assertIsInstance(r.canonical, np.ndarray)
+            np.testing.assert_array_equal(r.canonical, SMALL_CLOSED)
+            self.assertEqual(img.pass_pairs(), [])
+            canon = np.zeros(10, dtype=np.uint32)
+            self.assertIs(img.rebuild(canonical=canon).canonical, canon)
+            np.testing.assert_array_equal(canon, SMALL_CLOSED)
+        # Lists in, numpy out when asked; numpy in, lists out when asked.
+        with small_image(numpy=True) as img:
+            self.assertIsInstance(img.read("row_ops"), np.ndarray)
+        with vc.EgraphImage(**cols, numpy=False) as img:
+            self.assertEqual(img.read("row_ops"), SMALL_COLUMNS["row_ops"])
+        bad = dict(cols, children=np.array([0, -1, 4, 0, 5, 1, 2, 3]))
+        self.expect_python_error(ValueError, vc.EgraphImage, **bad)
+        bad = dict(cols, children=np.zeros(8, dtype=np.float32))
+        self.expect_python_error(TypeError, vc.EgraphImage, **bad)
 
 
 @unittest.skipUnless(FAKE_DRIVER, "needs the fake driver (VYRE_CUDA_TEST_FAKE_DRIVER=1)")
@@ -1035,6 +1561,109 @@ class GraphTest(unittest.TestCase):
             np.testing.assert_array_equal(out, a * 2 + b)
             res = graph.replay([a, b[::-1].copy(), 4 * n])[2]
             np.testing.assert_array_equal(np.frombuffer(res, dtype=np.uint32), a + 5)
+
+
+@unittest.skipUnless(FAKE_DRIVER, "needs the fake driver (VYRE_CUDA_TEST_FAKE_DRIVER=1)")
+class EgraphFakeDriverTest(EgraphTestMixin, unittest.TestCase):
+    """GPU e-graph images on the fake driver. Its e-graph kernels do nothing,
+    so only what needs none is checked: columns, info, validation, and the
+    device memory and ownership of images."""
+
+    def test_gpu_image_columns_and_validation(self):
+        before = fake_stats()
+        with vc.Context() as ctx:
+            baseline = fake_stats()
+            img = ctx.egraph_image_from_nodes(SMALL_NODES)
+            self.assertEqual(img.device, vc.EgraphDevice.GPU)
+            self.assertIs(img.context, ctx)
+            info = img.info()
+            self.assertEqual(info["device"], vc.EgraphDevice.GPU)
+            self.assertEqual(info["context"], ctx.handle)
+            self.assertEqual((info["row_count"], info["class_count"], info["child_count"],
+                              info["canonical_class_count"]), (10, 10, 8, 10))
+            self.assertGreater(info["bytes"], 0)
+            with_image = fake_stats()
+            self.assertGreater(with_image.device_bytes_live, baseline.device_bytes_live)
+            for name, values in SMALL_COLUMNS.items():
+                self.assertEqual(img.read(name), values, name)
+            self.assertEqual(img.read("row_classes", first=4, count=2), [4, 5])
+            img.write("row_ops", [77], first=2)
+            self.assertEqual(img.read("row_ops", count=4), [OP_A, OP_B, 77, OP_F])
+            write = "vyre_egraph_image_write"
+            self.expect_status(vc.Status.INVALID_ARGUMENT, img.write, "canonical_classes", [0],
+                               call=write)
+            self.expect_status(vc.Status.INVALID_ARGUMENT, img.write, "row_classes", [10],
+                               call=write)
+            self.expect_status(vc.Status.INVALID_ARGUMENT, img.write, "child_offsets", [1],
+                               first=6, call=write)
+            self.expect_status(vc.Status.OUT_OF_RANGE, img.read, "row_ops", first=9, count=2,
+                               call="vyre_egraph_image_read")
+            self.assertEqual(img.read("child_offsets"), SMALL_COLUMNS["child_offsets"])
+            # Bad columns are refused before anything is allocated.
+            allocations = fake_stats().device_allocations_live
+            self.expect_status(vc.Status.INVALID_ARGUMENT, ctx.egraph_image,
+                               **dict(SMALL_COLUMNS, class_count=9))
+            self.expect_status(vc.Status.INVALID_ARGUMENT, vc.EgraphImage, **SMALL_COLUMNS,
+                               device="cpu", context=ctx)  # a CPU image takes no context
+            self.assertEqual(fake_stats().device_allocations_live, allocations)
+            # Closing the image frees its device memory.
+            img.close()
+            self.assertEqual(fake_stats().device_bytes_live, baseline.device_bytes_live)
+            # Left open on purpose: closing the context must release it.
+            img = vc.EgraphImage(**SMALL_COLUMNS, device="gpu", context=ctx)
+            bits = img.handle
+        after = fake_stats()
+        for field in ("device_allocations_live", "device_bytes_live", "pinned_allocations_live",
+                      "modules_live", "misuse_errors"):
+            self.assertEqual(getattr(after, field), getattr(before, field), field)
+        img.close()  # a no-op: the context released it
+        self.expect_status(vc.Status.STALE_HANDLE, vc._call, "vyre_egraph_image_destroy",
+                           vc.EgraphImageHandle(bits))
+
+
+@unittest.skipIf(FAKE_DRIVER, "the fake driver's e-graph kernels do nothing")
+class EgraphGpuTest(EgraphTestMixin, unittest.TestCase):
+    """GPU e-graph images give the CPU reference's results; skipped without a
+    GPU unless VYRE_CUDA_REQUIRE_GPU=1."""
+
+    @classmethod
+    def setUpClass(cls):
+        try:
+            cls.ctx = vc.Context()
+        except vc.VyreError as e:
+            if e.status in NO_GPU_STATUSES and not REQUIRE_GPU:
+                raise unittest.SkipTest(f"no usable GPU: {e}")
+            raise
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.ctx.close()
+
+    def test_small_closure(self):
+        self.check_small_closure(lambda: self.ctx.egraph_image_from_nodes(SMALL_NODES))
+
+    def test_random_graphs_match_a_naive_closure(self):
+        self.check_random_graphs(lambda nodes, classes, seed: self.ctx.egraph_image_from_nodes(
+            nodes, class_count=classes))
+
+    def test_async_rebuild_and_writes(self):
+        with self.ctx.egraph_image_from_nodes(SMALL_NODES) as img:
+            self.assertEqual(img.info()["context"], self.ctx.handle)
+            pending = img.rebuild_async(unions=[(1, 0)], device_timing=True)
+            with pending:
+                self.assertIn(pending.poll(), (True, False))
+                self.expect_status(vc.Status.INVALID_STATE, img.info)
+                r = pending.wait()
+            self.assertEqual(r.canonical, SMALL_CLOSED)
+            self.check_result(r, rounds=3, merges=2, union_merges=1, classes_before=10,
+                              classes_after=7)
+            self.assertGreater(r.device_ns, 0)
+            self.assertGreater(r.timing["wall_ns"], 0)
+            # A write lands in the next rebuild: f(b) becomes k(b).
+            img.write("row_ops", [11], first=3)
+            r = img.rebuild(unions=[(0, 1)], reset=True)
+            self.assertEqual(r.canonical, [0, 0, 2, 3, 4, 5, 6, 7, 8, 9])
+            self.assertEqual(img.pass_pairs(), [])
 
 
 if __name__ == "__main__":
