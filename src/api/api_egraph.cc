@@ -116,6 +116,11 @@ VYRE_API vyre_status vyre_egraph_rebuild(vyre_egraph_image image,
     if (out != nullptr) {
       VYRE_RETURN_IF_ERROR(vyre::CheckOutStruct(what, "vyre_egraph_rebuild_result", out));
     }
+    // Checked before anything merges: a refused call changes nothing.
+    if (d.result_out != nullptr) {
+      VYRE_RETURN_IF_ERROR(
+          vyre::CheckOutStruct(what, "vyre_egraph_rebuild_result", d.result_out));
+    }
     vyre::EgraphRebuild rebuild(std::move(im), /*synchronous=*/true);
     VYRE_RETURN_IF_ERROR(rebuild.Start(d, what));
     VYRE_RETURN_IF_ERROR(rebuild.Wait(VYRE_WAIT_FOREVER, what));

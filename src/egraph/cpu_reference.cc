@@ -1,8 +1,10 @@
 // The CPU congruence closure. See cpu_reference.h for the contract.
 //
 // Tables: rows are sharded by the high bits of the hash of their canonical
-// form (op, arity, canonical children); each shard owns an absl hash table,
-// and one worker thread owns each shard. Rows of arity <= 2 (the common case)
+// form (op, arity, canonical children); each shard owns an absl hash table
+// and is served by one worker thread at a time. There are many more shards
+// than threads (about 64 Ki rows each), so that a shard's table stays in the
+// caches while its rows go in (a partitioned hash join). Rows of arity <= 2 (the common case)
 // are keyed by their form itself, inline. Wider rows store their canonical
 // children in a private array with the hash, and their table holds row ids
 // whose equality compares the stored forms child by child. Either way a hit is
@@ -200,6 +202,13 @@ inline uint64_t FormHash(uint32_t op, uint32_t len, const uint32_t* kids, bool w
 // table would grow.
 constexpr uint32_t kInlineArity = 2;
 
+// How far ahead the loops over rows and items prefetch their random reads.
+constexpr size_t kPrefetchAhead = 16;
+
+// Rows per shard (a table of about 2 MiB), and the most shards.
+constexpr uint64_t kShardRows = uint64_t{1} << 16;
+constexpr uint64_t kMaxShards = 4096;
+
 struct SmallForm {
   uint32_t op = 0, len = 0, c0 = 0, c1 = 0;
   bool operator==(const SmallForm& o) const {
@@ -273,7 +282,12 @@ class FormTable {
  public:
   FormTable(const HostColumns& g, unsigned threads, bool weak)
       : g_(g), workers_(ThreadCount(threads, g.rows)), weak_(weak) {
-    shards_ = workers_.count();
+    parts_ = workers_.count();
+    // Many more shards than workers: a shard's table then stays small enough
+    // for the caches while its rows are inserted (a partitioned hash join).
+    const uint64_t by_size = (g.rows + kShardRows - 1) / kShardRows;
+    shards_ = static_cast<unsigned>(
+        std::min<uint64_t>(kMaxShards, std::max<uint64_t>(parts_, by_size)));
     uint64_t wide = 0;
     for (uint64_t r = 0; r < g.rows; ++r) {
       if (g.child_lengths[r] > kInlineArity) wide += g.child_lengths[r];
@@ -294,12 +308,21 @@ class FormTable {
     forms_.kofs = kofs_.get();
     forms_.keys = keys_.get();
     forms_.hashes = hashes_.get();
-    small_.assign(shards_, std::vector<std::vector<SmallItem>>(shards_));
-    wide_.assign(shards_, std::vector<std::vector<uint32_t>>(shards_));
+    small_.assign(parts_, std::vector<std::vector<SmallItem>>(shards_));
+    wide_.assign(parts_, std::vector<std::vector<uint32_t>>(shards_));
   }
 
   Workers& workers() { return workers_; }
   unsigned shards() const { return shards_; }
+  unsigned parts() const { return parts_; }
+
+  // Runs fn(s) for every shard, each shard on one worker (round robin).
+  template <typename Fn>
+  void ForEachShard(Fn&& fn) {
+    workers_.Run([&](unsigned t) {
+      for (unsigned s = t; s < shards_; s += parts_) fn(s);
+    });
+  }
   bool weak() const { return weak_; }
   bool has_wide() const { return has_wide_; }
   const Forms* forms() const { return &forms_; }
@@ -313,8 +336,8 @@ class FormTable {
     workers_.Run([&](unsigned t) {
       auto& mine = wide_[t];
       for (auto& b : mine) b.clear();
-      const uint64_t end = PartBegin(list.n, t + 1, shards_);
-      for (uint64_t i = PartBegin(list.n, t, shards_); i < end; ++i) {
+      const uint64_t end = PartBegin(list.n, t + 1, parts_);
+      for (uint64_t i = PartBegin(list.n, t, parts_); i < end; ++i) {
         const uint32_t r = list.at(i);
         if (g_.child_lengths[r] > kInlineArity) mine[ShardOf(hashes_[r])].push_back(r);
       }
@@ -331,8 +354,15 @@ class FormTable {
       auto& wide = wide_[t];
       for (auto& b : small) b.clear();
       for (auto& b : wide) b.clear();
-      const uint64_t end = PartBegin(list.n, t + 1, shards_);
-      for (uint64_t i = PartBegin(list.n, t, shards_); i < end; ++i) {
+      const uint64_t end = PartBegin(list.n, t + 1, parts_);
+      for (uint64_t i = PartBegin(list.n, t, parts_); i < end; ++i) {
+        if (i + kPrefetchAhead < end) {
+          // The children's classes are random reads: ask for them early.
+          const uint32_t ahead = list.at(i + kPrefetchAhead);
+          const uint32_t* kids = g_.children + g_.child_offsets[ahead];
+          const uint32_t n = std::min(g_.child_lengths[ahead], kInlineArity);
+          for (uint32_t j = 0; j < n; ++j) __builtin_prefetch(canonical + kids[j]);
+        }
         const uint32_t r = list.at(i);
         const uint32_t len = g_.child_lengths[r];
         const uint32_t* src = g_.children + g_.child_offsets[r];
@@ -359,24 +389,24 @@ class FormTable {
   // Items of small rows bucketed for shard s, in a fixed order.
   template <typename Fn>
   void ForShardSmall(unsigned s, Fn&& fn) const {
-    for (unsigned t = 0; t < shards_; ++t) {
+    for (unsigned t = 0; t < parts_; ++t) {
       for (const SmallItem& item : small_[t][s]) fn(item);
     }
   }
   // The same as spans (one per worker), for prefetching.
   template <typename Fn>
   void ForShardSmallSpans(unsigned s, Fn&& fn) const {
-    for (unsigned t = 0; t < shards_; ++t) fn(small_[t][s].data(), small_[t][s].size());
+    for (unsigned t = 0; t < parts_; ++t) fn(small_[t][s].data(), small_[t][s].size());
   }
   uint64_t SmallCount(unsigned s) const {
     uint64_t n = 0;
-    for (unsigned t = 0; t < shards_; ++t) n += small_[t][s].size();
+    for (unsigned t = 0; t < parts_; ++t) n += small_[t][s].size();
     return n;
   }
   // Wide rows bucketed for shard s, in a fixed order.
   template <typename Fn>
   void ForShardWide(unsigned s, Fn&& fn) const {
-    for (unsigned t = 0; t < shards_; ++t) {
+    for (unsigned t = 0; t < parts_; ++t) {
       for (uint32_t r : wide_[t][s]) fn(r);
     }
   }
@@ -386,7 +416,8 @@ class FormTable {
   Workers workers_;
   bool weak_;
   bool has_wide_ = false;
-  unsigned shards_ = 1;
+  unsigned parts_ = 1;   // workers
+  unsigned shards_ = 1;  // tables
   std::unique_ptr<uint64_t[]> kofs_;
   std::unique_ptr<uint32_t[]> keys_;
   std::unique_ptr<uint64_t[]> hashes_;
@@ -411,7 +442,7 @@ class Rebuilder {
       wide_sets_.emplace_back(0, RowHash{table_.forms()}, RowEq{table_.forms()});
     }
     pairs_.resize(shards);
-    next_.resize(shards);
+    next_.resize(table_.parts());
   }
 
   CpuRebuildStats Run(uint32_t max_rounds) {
@@ -448,7 +479,7 @@ class Rebuilder {
   Workers& workers() { return table_.workers(); }
 
   void EraseWide() {
-    workers().Run([&](unsigned s) {
+    table_.ForEachShard([&](unsigned s) {
       RowSet& set = wide_sets_[s];
       table_.ForShardWide(s, [&](uint32_t r) { set.erase(r); });
     });
@@ -460,7 +491,7 @@ class Rebuilder {
   }
 
   void Insert() {
-    workers().Run([&](unsigned s) {
+    table_.ForEachShard([&](unsigned s) {
       std::vector<Pair>& out = pairs_[s];
       out.clear();
       auto found = [&](uint32_t existing_class, uint32_t cls) {
@@ -474,11 +505,10 @@ class Rebuilder {
         // About to grow: drop the stale keys first.
         absl::erase_if(map, [&](const SmallMap::value_type& kv) { return Stale(kv.first); });
       }
-      // Prefetch a few items ahead: the table is far larger than the caches.
-      constexpr size_t kAhead = 8;
+      // Prefetch ahead: even one shard's table outgrows the nearer caches.
       table_.ForShardSmallSpans(s, [&](const SmallItem* items, size_t n) {
         for (size_t i = 0; i < n; ++i) {
-          if (i + kAhead < n) map.prefetch(items[i + kAhead].form);
+          if (i + kPrefetchAhead < n) map.prefetch(items[i + kPrefetchAhead].form);
           auto [it, inserted] = map.try_emplace(items[i].form, items[i].cls);
           if (!inserted) found(it->second, items[i].cls);
         }
@@ -604,7 +634,7 @@ std::vector<std::pair<uint32_t, uint32_t>> CpuCongruencePairs(const HostColumns&
   all.n = g.rows;
   table.Canonicalise(all, canonical);
   std::vector<std::vector<Pair>> out(shards);
-  table.workers().Run([&](unsigned s) {
+  table.ForEachShard([&](unsigned s) {
     // Each group's minimum canonical class, then (minimum, class) for the others.
     std::vector<Pair>& mine = out[s];
     SmallMap small(0, SmallHash{false});

@@ -66,6 +66,12 @@ absl::Status EgraphRebuild::Start(const vyre_egraph_rebuild_desc& desc, const ch
                   "%s: flags 0x%x hold unknown bits. Fix: use VYRE_EGRAPH_REBUILD_* values only.",
                   what, desc.flags);
   }
+  if (desc.union_count > UINT32_MAX) {
+    return Errorf(VYRE_STATUS_LIMIT_EXCEEDED,
+                  "%s: union_count %u is more than one rebuild takes (2^32 - 1). Fix: pass the "
+                  "unions in several rebuilds.",
+                  what, desc.union_count);
+  }
   if (desc.union_count > 0 && desc.unions == nullptr) {
     return Errorf(VYRE_STATUS_INVALID_ARGUMENT,
                   "%s: unions is NULL but union_count is %u. Fix: pass 2 u32 class ids per "

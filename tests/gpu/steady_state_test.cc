@@ -97,7 +97,9 @@ TEST_F(SteadyStateTest, SynchronousResidentDispatchAllocatesNothing) {
   const std::vector<uint32_t>* inputs[2] = {&a_, &b_};
   for (int k = 0; k < 3; ++k) {
     ASSERT_VYRE_OK(vyre_buffer_alloc(context(), kCount * 4, buffers[k].out()));
-    if (k < 2) ASSERT_VYRE_OK(vyre_buffer_upload(buffers[k].get(), 0, inputs[k]->data(), kCount * 4));
+    if (k < 2) {
+      ASSERT_VYRE_OK(vyre_buffer_upload(buffers[k].get(), 0, inputs[k]->data(), kCount * 4));
+    }
   }
   const std::vector<vyre_dispatch_binding> bindings = {
       Resident(buffers[0].get(), 0, 0), Resident(buffers[1].get(), 0, 0),
@@ -199,7 +201,9 @@ TEST_F(SteadyStateTest, ResidentReplaysAndSequenceRunsAllocateNothing) {
   const std::vector<uint32_t>* inputs[2] = {&a_, &b_};
   for (int k = 0; k < 3; ++k) {
     ASSERT_VYRE_OK(vyre_buffer_alloc(context(), kCount * 4, buffers[k].out()));
-    if (k < 2) ASSERT_VYRE_OK(vyre_buffer_upload(buffers[k].get(), 0, inputs[k]->data(), kCount * 4));
+    if (k < 2) {
+      ASSERT_VYRE_OK(vyre_buffer_upload(buffers[k].get(), 0, inputs[k]->data(), kCount * 4));
+    }
   }
   const std::vector<vyre_dispatch_binding> bindings = {
       Resident(buffers[0].get(), 0, 0), Resident(buffers[1].get(), 0, 0),
