@@ -94,6 +94,7 @@ absl::StatusOr<EgraphScratchLayout> LayOutScratch(uint64_t rows, uint64_t classe
   l.hooked_words = std::max<uint64_t>((classes + 31) / 32, 1);
   uint64_t cursor = 0;
   const bool ok = Place(&cursor, rows * 4, &l.hash) && Place(&cursor, rows * 4, &l.worklist) &&
+                  Place(&cursor, rows * 4, &l.slot_of) &&
                   Place(&cursor, l.table_slots * 4, &l.table) &&
                   Place(&cursor, sizeof(VyreEgCounters), &l.counters) &&
                   Place(&cursor, l.hooked_words * 2 * 4, &l.hooked);
@@ -216,6 +217,7 @@ absl::Status EgraphImage::CreateOnDevice(const vyre_egraph_image_desc& desc, con
   args_.canon = base + layout_.canon;
   args_.hash = scratch + scratch_layout_.hash;
   args_.worklist = scratch + scratch_layout_.worklist;
+  args_.slot_of = scratch + scratch_layout_.slot_of;
   args_.table = scratch + scratch_layout_.table;
   args_.counters = scratch + scratch_layout_.counters;
   args_.hooked = scratch + scratch_layout_.hooked;

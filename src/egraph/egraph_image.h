@@ -33,7 +33,7 @@ struct EgraphLayout {
 // Spans of the scratch slab: row hashes and the worklist ("bucket rows"),
 // the group table ("bucket words") and the 64-byte counter block.
 struct EgraphScratchLayout {
-  uint64_t hash = 0, worklist = 0, table = 0, counters = 0, hooked = 0;
+  uint64_t hash = 0, worklist = 0, slot_of = 0, table = 0, counters = 0, hooked = 0;
   uint64_t table_slots = 0, hooked_words = 0;
   uint64_t bytes = 0;
 };

@@ -25,6 +25,8 @@ typedef unsigned long long u64;
 namespace {
 
 constexpr u32 kEmpty = 0xFFFFFFFFu;
+// A slot whose row changed form: occupied for probing, never a group.
+constexpr u32 kTombstone = 0xFFFFFFFEu;
 constexpr u64 kEmptyPair = 0xFFFFFFFFFFFFFFFFull;
 
 template <typename T>
@@ -264,7 +266,18 @@ extern "C" __global__ void __launch_bounds__(kBlockThreads) vyre_eg_refresh(Vyre
           }
         }
       }
-      if (dirty) hash[r] = HashRow(ops[r], len, c, weak);
+      if (dirty) {
+        hash[r] = HashRow(ops[r], len, c, weak);
+        // The row's entry sits where its old form hashed. Rows that joined
+        // its group there share its form and are changing with it, so the
+        // entry can go: a row probing past it must not stop at a stale form
+        // and miss an unchanged row of the same form further on.
+        if (!full) {
+          u32* slot_of = Ptr<u32>(a.slot_of);
+          const u32 s = slot_of[r];
+          if (s != kEmpty) atomicCAS(Ptr<u32>(a.table) + s, r, kTombstone);
+        }
+      }
     }
     if (full) continue;
     const u32 ballot = __ballot_sync(0xFFFFFFFFu, dirty);
@@ -298,6 +311,7 @@ extern "C" __global__ void __launch_bounds__(kBlockThreads) vyre_eg_insert(VyreE
   u32* table = Ptr<u32>(a.table);
   u32* parent = Ptr<u32>(a.parent);
   u32* hooked = HookedThisRound(a, counters->rounds);
+  u32* slot_of = Ptr<u32>(a.slot_of);
   const u32 mask = a.table_mask;
   u32 placed = 0, merged = 0, lost = 0;
   for (u32 i = GlobalIndex(); i < count; i += GridStride()) {
@@ -311,15 +325,15 @@ extern "C" __global__ void __launch_bounds__(kBlockThreads) vyre_eg_insert(VyreE
         other = atomicCAS(table + slot, kEmpty, r);
         if (other == kEmpty) {
           ++placed;
+          slot_of[r] = slot;
           settled = true;
           break;
         }
       }
-      // A row's own older entry sits where its old form hashed; its form
-      // now may equal another group's further on, so it never stops here.
-      if (other == r) continue;
+      if (other == kTombstone || other == r) continue;
       if (hash[other] == h && SameForm(a, r, other)) {
         merged += Unite(parent, classes[r], classes[other], hooked) ? 1u : 0u;
+        slot_of[r] = kEmpty;
         settled = true;
         break;
       }
@@ -390,6 +404,7 @@ extern "C" __global__ void vyre_eg_pass_group(VyreEgArgs a) {
           break;
         }
       }
+      if (other == kTombstone) continue;
       if (hash[other] == h && SameForm(a, r, other)) {
         found = slot;
         break;

@@ -34,8 +34,9 @@ struct VyreEgArgs {
   vyre_eg_u64 row_classes, row_ops, child_offsets, child_lengths, signatures, children;
   // Union-find (classes entries) and canonical children (child_count).
   vyre_eg_u64 parent, canon;
-  // Scratch: row hashes and the worklist (rows), the table (table_mask + 1).
-  vyre_eg_u64 hash, worklist, table;
+  // Scratch: row hashes, the worklist and each row's table slot (rows), and
+  // the table (table_mask + 1).
+  vyre_eg_u64 hash, worklist, slot_of, table;
   // Pass scratch: each row's group leader row, each leader's minimum class
   // (rows entries each), the set of pairs (pair_set_mask + 1 u64) and the
   // output (pair_capacity pairs).
