@@ -4,7 +4,7 @@
 # with sudo available.
 set -euo pipefail
 packages=(cmake ninja-build g++ pkg-config ccache python3
-          libabsl-dev libgtest-dev libcli11-dev)
+          libabsl-dev libgtest-dev libcli11-dev nlohmann-json3-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

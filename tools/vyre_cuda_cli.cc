@@ -2,6 +2,8 @@
 //
 //   vyre-cuda info [--json]         library, driver and device facts
 //   vyre-cuda selftest [--device N] the library's built-in checked vector add
+//   vyre-cuda egraph FILE.json ...  e-graph congruence rebuild (egraph_command.cc)
+//   vyre-cuda egraph-bench ...      synthetic e-graph rebuild, GPU vs CPU reference
 //
 // The tool uses only the public C API (vyre_cuda.h), like any other client,
 // so it doubles as a check that the API is enough to answer these questions.
@@ -23,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "egraph_command.h"
 #include "vyre_cuda.h"
 
 namespace {
@@ -276,6 +279,14 @@ int Main(int argc, char** argv) {
   SelftestOptions selftest_options;
   AddSelftestCommand(app, selftest_options);
   app.get_subcommand("selftest")->callback([&] { exit_code = RunSelftest(selftest_options); });
+  vyre::cli::EgraphOptions egraph_options;
+  vyre::cli::AddEgraphCommand(app, egraph_options);
+  app.get_subcommand("egraph")->callback(
+      [&] { exit_code = vyre::cli::RunEgraph(egraph_options); });
+  vyre::cli::EgraphBenchOptions egraph_bench_options;
+  vyre::cli::AddEgraphBenchCommand(app, egraph_bench_options);
+  app.get_subcommand("egraph-bench")->callback(
+      [&] { exit_code = vyre::cli::RunEgraphBench(egraph_bench_options); });
 
   CLI11_PARSE(app, argc, argv);
   return exit_code;
