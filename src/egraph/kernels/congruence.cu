@@ -361,6 +361,9 @@ extern "C" __global__ void vyre_eg_relink(VyreEgArgs a) {
 
 // One thread: closes the round and decides the next.
 extern "C" __global__ void vyre_eg_round_end(VyreEgArgs a) {
+  // Launched as one block: every other thread must stay out, or warps that
+  // run later read the counters this one already reset.
+  if (GlobalIndex() != 0) return;
   VyreEgCounters* c = Counters(a);
   if (c->done) return;
   c->rounds += 1;
