@@ -1,5 +1,6 @@
 // E-graph images, passes and rebuilds.
 #include "api/api_call.h"
+#include "base/raw_enum.h"
 #include "base/struct_size.h"
 #include "egraph/egraph_image.h"
 #include "egraph/egraph_rebuild.h"
@@ -69,7 +70,7 @@ VYRE_API vyre_status vyre_egraph_image_read(vyre_egraph_image image, vyre_egraph
   const char* what = "vyre_egraph_image_read";
   return vyre::ApiCall(what, [&]() -> absl::Status {
     VYRE_ASSIGN_OR_RETURN(std::shared_ptr<vyre::EgraphImage> im, vyre::LookupImage(image, what));
-    return im->Read(static_cast<uint32_t>(column), first, count, dst, what);
+    return im->Read(vyre::RawEnum(column), first, count, dst, what);
   });
 }
 
@@ -79,7 +80,7 @@ VYRE_API vyre_status vyre_egraph_image_write(vyre_egraph_image image, vyre_egrap
   const char* what = "vyre_egraph_image_write";
   return vyre::ApiCall(what, [&]() -> absl::Status {
     VYRE_ASSIGN_OR_RETURN(std::shared_ptr<vyre::EgraphImage> im, vyre::LookupImage(image, what));
-    return im->Write(static_cast<uint32_t>(column), first, count, src, what);
+    return im->Write(vyre::RawEnum(column), first, count, src, what);
   });
 }
 

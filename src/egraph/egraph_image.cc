@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "base/checked_math.h"
+#include "base/raw_enum.h"
 #include "base/status.h"
 #include "driver/cu_error.h"
 #include "egraph/columns.h"
@@ -105,7 +106,7 @@ absl::StatusOr<EgraphScratchLayout> LayOutScratch(uint64_t rows, uint64_t classe
 
 absl::StatusOr<std::shared_ptr<EgraphImage>> EgraphImage::Create(
     const vyre_egraph_image_desc& desc, const char* what) {
-  const uint32_t device = static_cast<uint32_t>(desc.device);
+  const uint32_t device = RawEnum(desc.device);
   if (device != VYRE_EGRAPH_DEVICE_GPU && device != VYRE_EGRAPH_DEVICE_CPU) {
     return Errorf(VYRE_STATUS_INVALID_ARGUMENT,
                   "%s: device %d is not an e-graph device. Fix: use VYRE_EGRAPH_DEVICE_GPU or "
