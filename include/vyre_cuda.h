@@ -8,9 +8,10 @@
  * Rules that hold for every function in this header:
  *  - Every function returns a vyre_status; VYRE_STATUS_OK (0) is success.
  *    The details of a failure (status, CUresult, and a message of the form
- *    "<what failed>: <why>. Fix: <what to do>.") are kept per thread and read
- *    with vyre_last_error(). Every function returning vyre_status, except
- *    vyre_last_error() itself, clears them on entry.
+ *    "<what failed>: <why>. Fix: <what to do>.", whose first line fits in
+ *    1 KiB) are kept per thread and read with vyre_last_error(), a compile
+ *    log with vyre_last_error_log(). Every function returning vyre_status,
+ *    except those two, clears them on entry.
  *  - Objects are named by handles: structs holding one uint64_t that never
  *    changes for the object's life. 0 means "none". Destroyed, forged and
  *    wrong-type handles are reported (STALE_HANDLE / INVALID_HANDLE), never
@@ -121,10 +122,29 @@ VYRE_API const char* vyre_status_name(vyre_status status);
  *  can size a buffer and ask again. `out_cu_result` is the CUresult the
  *  driver returned (0 when the failure did not come from the driver).
  *  Returns the last error's status (VYRE_STATUS_OK when the last call
- *  succeeded). */
+ *  succeeded).
+ *
+ *  Layout: the first line of the message (up to the first '\n') is at most
+ *  1023 bytes and reads "<what failed>: <why>. Fix: <what to do>.", so a
+ *  1024-byte buffer always receives all of it, Fix included. Caller text too
+ *  long for that (a huge entry name, path or option list) is shortened in the
+ *  middle to " [... N bytes elided ...] "; cuts never split a UTF-8 sequence.
+ *  A compiler or JIT log may follow after the '\n', capped so the whole
+ *  message is at most 8191 bytes (a note then says how much was left out);
+ *  vyre_last_error_log returns the whole log. */
 VYRE_API vyre_status vyre_last_error(vyre_status* out_status, int32_t* out_cu_result,
                                      char* message, size_t message_capacity,
                                      size_t* out_message_length);
+
+/** Reads the whole compiler or JIT log of this thread's last error (NVRTC's
+ *  program log, the driver's JIT error log), uncapped, without clearing the
+ *  last error. Same conventions as vyre_last_error: every pointer may be
+ *  NULL; `log` receives at most log_capacity bytes including the terminating
+ *  NUL (truncated logs stay terminated); `out_log_length` receives the full
+ *  length without the NUL. The log is empty (length 0) when the last error
+ *  carried none, or when the last call succeeded. Returns the last error's
+ *  status, as vyre_last_error does. */
+VYRE_API vyre_status vyre_last_error_log(char* log, size_t log_capacity, size_t* out_log_length);
 
 /* ------------------------------------------------------------------------ */
 /* Handles                                                                   */

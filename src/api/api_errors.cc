@@ -46,6 +46,12 @@ VYRE_API vyre_status vyre_last_error(vyre_status* out_status, int32_t* out_cu_re
                              out_message_length);
 }
 
+VYRE_API vyre_status vyre_last_error_log(char* log, size_t log_capacity,
+                                         size_t* out_log_length) {
+  // Like vyre_last_error: not ApiCall, reading must not clear the last error.
+  return vyre::ReadLastErrorLog(log, log_capacity, out_log_length);
+}
+
 VYRE_API vyre_status vyre_set_log_callback(vyre_log_callback callback, void* user_data,
                                            vyre_log_level max_level) {
   return vyre::ApiCall("vyre_set_log_callback", [&]() -> absl::Status {

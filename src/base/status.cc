@@ -4,12 +4,14 @@
 
 #include "absl/strings/cord.h"
 #include "absl/strings/numbers.h"
+#include "base/message.h"
 
 namespace vyre {
 namespace {
 
 constexpr char kCodePayload[] = "vyre.dev/status";
 constexpr char kCuResultPayload[] = "vyre.dev/cu_result";
+constexpr char kLogPayload[] = "vyre.dev/log";
 
 absl::StatusCode CanonicalCode(vyre_status code) {
   switch (code) {
@@ -39,12 +41,34 @@ absl::StatusCode CanonicalCode(vyre_status code) {
 }  // namespace
 
 absl::Status MakeError(vyre_status code, std::string message, int32_t cu_result) {
-  absl::Status status(CanonicalCode(code), std::move(message));
+  absl::Status status(CanonicalCode(code), ShapeFirstLine(message));
   status.SetPayload(kCodePayload, absl::Cord(absl::StrFormat("%d", static_cast<int>(code))));
   if (cu_result != 0) {
     status.SetPayload(kCuResultPayload, absl::Cord(absl::StrFormat("%d", cu_result)));
   }
   return status;
+}
+
+absl::Status MakeErrorWithLog(vyre_status code, std::string message, absl::string_view log,
+                              int32_t cu_result) {
+  return WithLog(MakeError(code, std::move(message), cu_result), log);
+}
+
+absl::Status WithLog(const absl::Status& status, absl::string_view log) {
+  if (status.ok() || log.empty()) return status;
+  absl::string_view first_line, rest;
+  SplitMessage(status.message(), &first_line, &rest);
+  absl::Status with_log(status.code(), ComposeMessage(ShapeFirstLine(first_line), log));
+  status.ForEachPayload([&](absl::string_view url, const absl::Cord& payload) {
+    with_log.SetPayload(url, payload);
+  });
+  with_log.SetPayload(kLogPayload, absl::Cord(log));
+  return with_log;
+}
+
+std::string LogOf(const absl::Status& status) {
+  auto payload = status.GetPayload(kLogPayload);
+  return payload ? std::string(*payload) : std::string();
 }
 
 vyre_status PublicCode(const absl::Status& status) {

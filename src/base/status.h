@@ -10,12 +10,29 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/string_view.h"
 #include "vyre_cuda.h"
 
 namespace vyre {
 
 // Builds an error. `message` must read "<what failed>: <why>. Fix: <what to do>."
+// It is one line: line breaks in it (from caller text) become spaces, and it
+// is shaped to the first-line rules of base/message.h (at most 1023 bytes,
+// ending with the Fix sentence, caller text elided in the middle if needed).
 absl::Status MakeError(vyre_status code, std::string message, int32_t cu_result = 0);
+
+// The same with a compiler or JIT log: the message is the shaped first line,
+// '\n', then the log capped (base/message.h); the whole log rides along as a
+// payload for vyre_last_error_log (LogOf). An empty log adds nothing.
+absl::Status MakeErrorWithLog(vyre_status code, std::string message, absl::string_view log,
+                              int32_t cu_result = 0);
+
+// `status` with `log` attached as by MakeErrorWithLog: same code and
+// payloads, its first line, then the capped log. OK stays OK.
+absl::Status WithLog(const absl::Status& status, absl::string_view log);
+
+// The whole log attached by MakeErrorWithLog or WithLog, empty when none.
+std::string LogOf(const absl::Status& status);
 
 template <typename... Args>
 absl::Status Errorf(vyre_status code, const absl::FormatSpec<Args...>& format,

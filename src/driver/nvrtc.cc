@@ -134,12 +134,17 @@ absl::StatusOr<std::string> CompileCudaSource(absl::string_view source, absl::st
     while (!log.empty() && (log.back() == '\0' || log.back() == '\n')) log.pop_back();
   }
   if (r != NVRTC_SUCCESS) {
-    return MakeError(
+    // The log goes after the first line (capped there; vyre_last_error_log
+    // returns all of it), so a long log never pushes the Fix out of reach.
+    return MakeErrorWithLog(
         VYRE_STATUS_COMPILE_FAILED,
         absl::StrCat("compiling CUDA source for '", entry, "' with options [",
                      absl::StrJoin(all_options, " "), "]: ", api.nvrtcGetErrorString(r),
-                     "; NVRTC log:\n", log.empty() ? "(empty)" : log,
-                     "\nFix: correct the source errors in the log above."));
+                     log.empty() ? " and NVRTC wrote no log"
+                                 : " (the NVRTC log follows this line)",
+                     ". Fix: correct the source errors the NVRTC log names (all of it: "
+                     "vyre_last_error_log)."),
+        log);
   }
   size_t cubin_size = 0;
   r = api.nvrtcGetCUBINSize(program.get(), &cubin_size);

@@ -1,6 +1,9 @@
 #include "runtime/module_cache.h"
 
+#include <cstdint>
 #include <cstring>
+#include <memory>
+#include <string>
 
 #include "absl/strings/string_view.h"
 #include "absl/strings/str_cat.h"
@@ -47,27 +50,42 @@ absl::StatusOr<std::shared_ptr<LoadedModule>> ModuleCache::Load(const ModuleKey&
     if (key.kind == VYRE_CODE_PTX) image.push_back('\0');
   }
 
-  char error_log[16384] = {0};
+  // The driver writes its JIT error log here: a heap buffer large enough that
+  // real logs arrive whole (vyre_last_error_log returns them); only the pages
+  // the driver writes are touched.
+  constexpr size_t kJitLogBytes = size_t{1} << 20;
+  std::unique_ptr<char[]> error_log(new char[kJitLogBytes]);
+  error_log[0] = '\0';
   CUjit_option options[] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
-  void* values[] = {error_log, reinterpret_cast<void*>(static_cast<uintptr_t>(sizeof(error_log)))};
+  void* values[] = {error_log.get(),
+                    reinterpret_cast<void*>(static_cast<uintptr_t>(kJitLogBytes))};
   driver::ScopedContext bind(context_);
   VYRE_RETURN_IF_ERROR(bind.status("loading a module"));
   driver::ModuleGuard module;
   CUresult r = driver::Api().cuModuleLoadDataEx(module.out(), image.data(), 2, options, values);
   telemetry_->module_loads.Add();
   if (r != CUDA_SUCCESS) {
-    error_log[sizeof(error_log) - 1] = '\0';
-    std::string log = error_log[0] ? error_log : "(the driver wrote no log)";
+    error_log[kJitLogBytes - 1] = '\0';
+    std::string log = error_log.get();
+    while (!log.empty() && log.back() == '\n') log.pop_back();
+    if (log.size() + 1 >= kJitLogBytes) {
+      log += "\n[the JIT log filled the 1 MiB the driver was given; the rest is lost]";
+    }
     const char* kind_name = key.kind == VYRE_CODE_PTX ? "PTX" : key.kind == VYRE_CODE_BINARY
                                                                     ? "cubin/fatbin image"
                                                                     : "NVRTC output";
-    return driver::CuError(
+    // The JIT log goes after the first line (capped in the message), so a
+    // long log never pushes the Fix out of reach.
+    absl::Status error = driver::CuError(
         r, absl::StrCat("loading the ", kind_name, " module for entry '", entry, "'"),
         "cuModuleLoadDataEx",
-        absl::StrCat("correct the code (JIT log: ", log,
-                     "); PTX must target a virtual architecture this device supports "
+        absl::StrCat(log.empty() ? "correct the code (the driver wrote no JIT log)"
+                                 : "correct the code errors the JIT log names (it follows "
+                                   "this line; all of it: vyre_last_error_log)",
+                     "; PTX must target a virtual architecture this device supports "
                      "(compute_",
                      cc_major_, cc_minor_, " or lower)"));
+    return WithLog(error, log);
   }
   return std::make_shared<LoadedModule>(context_, std::move(module));
 }

@@ -21,6 +21,9 @@ int main(void) {
   vyre_status recorded = VYRE_STATUS_OK;
   char message[1024];
   size_t length = 0;
+  char log[16];
+  size_t log_length = 99;
+  size_t first_line = 0;
 
   check(VYRE_VERSION_MAJOR_OF(version) == VYRE_CUDA_VERSION_MAJOR,
         "header and library major versions match");
@@ -34,6 +37,18 @@ int main(void) {
   check(recorded == status, "vyre_last_error's out_status");
   check(length == strlen(message), "vyre_last_error's length");
   check(strstr(message, "Fix:") != NULL, "the message has a Fix: sentence");
+  /* The first line fits a 1 KiB buffer whole and ends with its Fix. */
+  first_line = strcspn(message, "\n");
+  check(first_line > 0 && first_line <= 1023, "the first line is at most 1023 bytes");
+  check(first_line > 0 && strstr(message, ". Fix: ") != NULL && message[first_line - 1] == '.',
+        "the first line ends with its Fix sentence");
+  /* No compile log here: vyre_last_error_log gives "" and keeps the error. */
+  log[0] = 'x';
+  check(vyre_last_error_log(log, sizeof(log), &log_length) == status,
+        "vyre_last_error_log returns the last status");
+  check(log_length == 0 && log[0] == '\0', "vyre_last_error_log: an empty log");
+  check(vyre_last_error(NULL, NULL, NULL, 0, NULL) == status,
+        "reading the log keeps the last error");
   printf("vyre-cuda %u.%u.%u: %s: %s\n", VYRE_VERSION_MAJOR_OF(version),
          VYRE_VERSION_MINOR_OF(version), VYRE_VERSION_PATCH_OF(version),
          vyre_status_name(status), message);

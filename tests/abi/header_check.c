@@ -9,7 +9,8 @@
 typedef void (*any_fn)(void);
 static const any_fn kFunctions[] = {
     (any_fn)vyre_version,          (any_fn)vyre_status_name,
-    (any_fn)vyre_last_error,       (any_fn)vyre_set_log_callback,
+    (any_fn)vyre_last_error,       (any_fn)vyre_last_error_log,
+    (any_fn)vyre_set_log_callback,
     (any_fn)vyre_device_count,     (any_fn)vyre_device_info_get,
     (any_fn)vyre_context_create,   (any_fn)vyre_context_destroy,
     (any_fn)vyre_context_device_info, (any_fn)vyre_context_telemetry,

@@ -8,6 +8,23 @@
 namespace vyre_test {
 namespace {
 
+// The whole compile log of the last error (vyre_last_error_log).
+std::string LastErrorLog() {
+  size_t length = 0;
+  vyre_last_error_log(nullptr, 0, &length);
+  std::string log(length + 1, '\0');
+  vyre_last_error_log(&log[0], log.size(), nullptr);
+  log.resize(length);
+  return log;
+}
+
+// The first line of a message is at most 1023 bytes and ends with its Fix.
+bool FirstLineHasItsFix(const std::string& message) {
+  const std::string first_line = message.substr(0, message.find('\n'));
+  return first_line.size() <= 1023 && first_line.find(". Fix: ") != std::string::npos &&
+         first_line.back() == '.';
+}
+
 std::vector<vyre_binding_decl> AddDecls() {
   return {Decl(VYRE_ROLE_INPUT, 4, "a"), Decl(VYRE_ROLE_INPUT, 4, "b"),
           Decl(VYRE_ROLE_OUTPUT, 4, "out")};
@@ -114,6 +131,9 @@ TEST_F(ProgramTest, InvalidPtxIsCompileFailedWithTheJitLog) {
                      vyre_program_create(context(), &desc, program.out()));
   EXPECT_TRUE(MessageContains(LastErrorMessage(), {"Fix:", "bogus_instruction_xyzzy"}))
       << "the message should carry the JIT log";
+  EXPECT_TRUE(FirstLineHasItsFix(LastErrorMessage())) << LastErrorMessage();
+  EXPECT_NE(LastErrorLog().find("bogus_instruction_xyzzy"), std::string::npos)
+      << "vyre_last_error_log should return the driver's JIT log: " << LastErrorLog();
   EXPECT_FALSE(program.valid());
   ASSERT_NO_FATAL_FAILURE(ExpectAddStillWorks());
 }
@@ -246,6 +266,9 @@ TEST_F(NvrtcTest, CompileErrorCarriesTheLog) {
   ASSERT_TRUE(StatusIs(status, VYRE_STATUS_COMPILE_FAILED, "vyre_program_create(broken source)"));
   EXPECT_TRUE(MessageContains(LastErrorMessage(), {"Fix:", "undeclared_identifier_xyzzy"}))
       << "the message should carry the NVRTC log";
+  EXPECT_TRUE(FirstLineHasItsFix(LastErrorMessage())) << LastErrorMessage();
+  EXPECT_NE(LastErrorLog().find("undeclared_identifier_xyzzy"), std::string::npos)
+      << "vyre_last_error_log should return the NVRTC log: " << LastErrorLog();
   EXPECT_FALSE(program.valid());
   ASSERT_NO_FATAL_FAILURE(ExpectAddStillWorks());
 }

@@ -68,6 +68,13 @@ typedef void (*fake_cuda_get_stats_fn)(fake_cuda_stats* out);
  * synchronisations block until the hold is released (at most 5 s). */
 typedef void (*fake_cuda_set_hold_fn)(int hold);
 
+/* cuModuleLoadDataEx on PTX text containing "fake-jit-log-bytes: <n>" fails
+ * with CUDA_ERROR_INVALID_PTX and a JIT error log of exactly n bytes (as far
+ * as the log buffer holds): this pattern repeated, the last copy cut at n. It
+ * holds 2- and 3-byte UTF-8 sequences. */
+#define FAKE_CUDA_JIT_LOG_PATTERN \
+  "fake ptxas: error: \xC3\xA9t\xC3\xA9 \xE2\x9C\x93 a line of a long JIT log\n"
+
 void fake_cuda_get_stats(fake_cuda_stats* out);
 void fake_cuda_set_hold(int hold);
 

@@ -999,6 +999,22 @@ CUresult fake_cuModuleLoadDataEx(CUmodule* module, const void* image, unsigned i
     return Misuse(CUDA_ERROR_INVALID_VALUE, "cuModuleLoadDataEx: %u options but NULL arrays",
                   count);
   }
+  // PTX text holding "fake-jit-log-bytes: <n>" fails with a JIT error log of
+  // n bytes (FAKE_CUDA_JIT_LOG_PATTERN repeated and cut at n), so tests can
+  // check how the engine carries a huge log.
+  if (!IsElf(static_cast<const unsigned char*>(image)) &&
+      !IsFatbin(static_cast<const unsigned char*>(image))) {
+    const char* marker = std::strstr(static_cast<const char*>(image), "fake-jit-log-bytes: ");
+    if (marker != nullptr) {
+      size_t bytes = std::strtoull(marker + std::strlen("fake-jit-log-bytes: "), nullptr, 10);
+      std::string log;
+      log.reserve(bytes);
+      while (log.size() < bytes) log += FAKE_CUDA_JIT_LOG_PATTERN;
+      log.resize(bytes);
+      WriteJitErrorLog(count, options, values, log.c_str());
+      return CUDA_ERROR_INVALID_PTX;
+    }
+  }
   std::vector<std::string> names = ModuleEntryNames(image);
   if (names.empty()) {
     WriteJitErrorLog(count, options, values, "fake ptxas: no .entry found");

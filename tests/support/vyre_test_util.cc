@@ -25,6 +25,30 @@ std::string StatusName(vyre_status status) {
   return std::string(vyre_status_name(status)) + " (" + std::to_string(int(status)) + ")";
 }
 
+::testing::AssertionResult MessageLayoutOk(const std::string& message) {
+  std::string first_line = message.substr(0, message.find('\n'));
+  if (first_line.size() > 1023) {
+    return ::testing::AssertionFailure()
+           << "the first line has " << first_line.size() << " bytes (at most 1023): \""
+           << message << "\"";
+  }
+  if (first_line.find(". Fix: ") == std::string::npos) {
+    return ::testing::AssertionFailure()
+           << "the first line lacks \". Fix: \": \"" << message << "\"";
+  }
+  if (first_line.back() != '.') {
+    return ::testing::AssertionFailure()
+           << "the first line does not end with '.': \"" << message << "\"";
+  }
+  // base/message.h's kMissingFixMarker: the library added a Fix because the
+  // error was made without one.
+  if (first_line.find("the failure came without a Fix of its own") != std::string::npos) {
+    return ::testing::AssertionFailure()
+           << "the error was made without a Fix: \"" << message << "\"";
+  }
+  return ::testing::AssertionSuccess();
+}
+
 ::testing::AssertionResult ExpectError(vyre_status actual, vyre_status expected) {
   LastError error = ReadLastError();
   if (actual != expected) {
@@ -40,6 +64,10 @@ std::string StatusName(vyre_status status) {
   if (error.message.find("Fix:") == std::string::npos) {
     return ::testing::AssertionFailure()
            << StatusName(actual) << " message lacks \"Fix:\": \"" << error.message << "\"";
+  }
+  ::testing::AssertionResult layout = MessageLayoutOk(error.message);
+  if (!layout) {
+    return ::testing::AssertionFailure() << StatusName(actual) << ": " << layout.message();
   }
   return ::testing::AssertionSuccess() << StatusName(actual) << ": " << error.message;
 }

@@ -44,8 +44,14 @@ LastError ReadLastError();
 std::string LastErrorMessage();
 std::string StatusName(vyre_status status);
 
+// Succeeds when `message` has the layout every vyre-cuda message has: a first
+// line (up to the first '\n') of at most 1023 bytes that contains ". Fix: ",
+// ends with '.', and does not carry the library's stand-in Fix for errors
+// made without one.
+::testing::AssertionResult MessageLayoutOk(const std::string& message);
+
 // Succeeds when `actual` is `expected`, vyre_last_error() reports the same
-// status, and its message contains "Fix:".
+// status, and its message has the layout of MessageLayoutOk.
 ::testing::AssertionResult ExpectError(vyre_status actual, vyre_status expected);
 // Succeeds when `actual` is OK; otherwise reports the last error's message.
 ::testing::AssertionResult IsOk(vyre_status actual);

@@ -449,6 +449,8 @@ vyre_status Torture::Check(vyre_status status, const char* call) {
       Fail(std::string(call) + " " + StatusName(status) + " message lacks \"Fix:\": \"" +
            error.message + "\"");
     }
+    ::testing::AssertionResult layout = MessageLayoutOk(error.message);
+    if (!layout) Fail(std::string(call) + " " + StatusName(status) + ": " + layout.message());
   }
   return status;
 }

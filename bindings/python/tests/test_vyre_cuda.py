@@ -484,6 +484,17 @@ class HandleTest(unittest.TestCase):
         # Reading twice does not clear it.
         self.assertEqual(vc.last_error()[2], message)
 
+    def test_errors_without_a_log_have_an_empty_one(self):
+        e = self.assertStatus(vc.Status.INVALID_HANDLE, self._closed(vc.Buffer).info)
+        self.assertEqual(e.log, "")
+        self.assertEqual(vc.last_error_log(), "")
+        # Reading the log does not clear the last error.
+        self.assertEqual(vc.last_error()[0], vc.Status.INVALID_HANDLE)
+        first_line = e.message.split("\n")[0]
+        self.assertLessEqual(len(first_line.encode()), 1023)
+        self.assertIn(". Fix: ", first_line)
+        self.assertTrue(first_line.endswith("."), first_line)
+
 
 class HostMemoryTest(unittest.TestCase):
     """How Python objects become host pointers."""
@@ -1085,6 +1096,30 @@ class FakeDriverTest(unittest.TestCase):
                       "misuse_errors"):
             self.assertEqual(getattr(after, field), getattr(before, field), field)
 
+
+    def test_a_huge_jit_log_rides_on_the_error(self):
+        # The fake's cuModuleLoadDataEx fails PTX holding this marker with a
+        # JIT log of exactly that many bytes: FAKE_CUDA_JIT_LOG_PATTERN
+        # (tests/support/fake_cuda_control.h) repeated and cut.
+        pattern = ("fake ptxas: error: \u00e9t\u00e9 \u2713 a line of a long JIT log\n"
+                   .encode())
+        n = 150000
+        expected = (pattern * (n // len(pattern) + 1))[:n].decode("utf-8", "replace")
+        with vc.Context() as ctx:
+            for entry in ("vyre_test_add_u32", "e" * 10000):
+                with self.assertRaises(vc.VyreError) as cm:
+                    ctx.program(f".version 7.0\n// fake-jit-log-bytes: {n}\n", entry,
+                                ADD_BINDINGS)
+                e = cm.exception
+                self.assertEqual(e.status, vc.Status.COMPILE_FAILED)
+                first_line = e.message.split("\n")[0]
+                self.assertLessEqual(len(first_line.encode()), 1023)
+                self.assertIn(". Fix: ", first_line)
+                self.assertTrue(first_line.endswith("."), first_line)
+                self.assertLessEqual(len(e.message.encode()), 8191)
+                self.assertIn("[log truncated: ", e.message)
+                self.assertEqual(e.log, expected)
+                self.assertEqual(vc.last_error_log(), expected)
 
     def test_graphs_and_sequences_release_their_driver_objects(self):
         before = fake_stats()

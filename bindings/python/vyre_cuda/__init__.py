@@ -15,7 +15,9 @@ named by the environment variable VYRE_CUDA_LIBRARY. It is loaded on first
 use, so importing this module never fails for lack of it.
 
 Every failing call raises VyreError, which carries the library's status, its
-name, the driver's CUresult and the message (ending with a "Fix:" sentence).
+name, the driver's CUresult and the message (its first line, at most 1023
+bytes, ends with a "Fix:" sentence; a compile log may follow, capped), and
+the whole compiler or JIT log of a failed compile as .log.
 
 Host data is anything with the buffer protocol: bytes, bytearray, memoryview,
 array.array, numpy arrays. Inputs are read in place when writable and
@@ -73,7 +75,8 @@ __all__ = [
     "Context", "Buffer", "Program", "Pending", "Outputs", "Graph", "Sequence",
     "Step", "DispatchStep", "FillStep", "CopyStep", "UploadStep", "DownloadStep", "Repeat",
     "EgraphImage", "EgraphRebuildResult",
-    "load", "version", "version_string", "status_name", "last_error", "device_count",
+    "load", "version", "version_string", "status_name", "last_error", "last_error_log",
+    "device_count",
     "device_info", "set_log_callback", "f32", "f64",
 ]
 
@@ -558,6 +561,7 @@ _PROTOTYPES = {
     "vyre_status_name": (c_char_p, [_S]),
     "vyre_last_error": (_S, [POINTER(_S), POINTER(c_int32), c_char_p, c_size_t,
                              POINTER(c_size_t)]),
+    "vyre_last_error_log": (_S, [c_char_p, c_size_t, POINTER(c_size_t)]),
     "vyre_set_log_callback": (_S, [LogCallbackType, c_void_p, _c_enum]),
     "vyre_device_count": (_S, [POINTER(c_uint32)]),
     "vyre_device_info_get": (_S, [c_uint32, POINTER(DeviceInfoStruct)]),
@@ -626,11 +630,13 @@ class VyreError(Exception):
     status: a Status (or the raw int for a status newer than these bindings);
     status_name: the library's name for it ("VYRE_STATUS_NO_DRIVER");
     cu_result: the CUDA driver's CUresult, 0 when the driver was not the cause;
-    message: the library's message, ending with a "Fix:" sentence;
-    call: the C function that failed.
+    message: the library's message: a first line (at most 1023 bytes) ending
+        with a "Fix:" sentence, then a compiler or JIT log, capped, if any;
+    call: the C function that failed;
+    log: the whole compiler or JIT log (vyre_last_error_log), "" when none.
     """
 
-    def __init__(self, status, status_name, cu_result, message, call=None):
+    def __init__(self, status, status_name, cu_result, message, call=None, log=""):
         try:
             status = Status(status)
         except ValueError:
@@ -640,6 +646,7 @@ class VyreError(Exception):
         self.cu_result = cu_result
         self.message = message
         self.call = call
+        self.log = log
         where = f"{call}: " if call else ""
         super().__init__(f"{where}{status_name} (CUresult {cu_result}): {message}")
 
@@ -702,6 +709,17 @@ def _last_error_of(lib):
     return status.value, cu_result.value, text.value.decode("utf-8", "replace")
 
 
+def _last_error_log_of(lib):
+    length = c_size_t()
+    lib.vyre_last_error_log(None, 0, byref(length))
+    if length.value == 0:
+        return ""
+    text = ctypes.create_string_buffer(length.value + 1)
+    lib.vyre_last_error_log(text, len(text), None)
+    # .raw: a log may hold NUL bytes; the library counts every byte.
+    return text.raw[:length.value].decode("utf-8", "replace")
+
+
 def _check(status, call):
     """Raises VyreError for a failed status, with this thread's last error."""
     if status == 0:
@@ -710,8 +728,9 @@ def _check(status, call):
     # Read at once, on this thread: the detail is per thread and the next call
     # clears it. ctypes runs the call and this read on the same OS thread.
     _, cu_result, message = _last_error_of(lib)
+    log = _last_error_log_of(lib)
     name = lib.vyre_status_name(status).decode("ascii", "replace")
-    raise VyreError(status, name, cu_result, message, call)
+    raise VyreError(status, name, cu_result, message, call, log)
 
 
 def _call(name, *args):
@@ -741,6 +760,14 @@ def last_error():
     except ValueError:
         pass
     return status, cu_result, message
+
+
+def last_error_log():
+    """The whole compiler or JIT log of this thread's last error ("" if none).
+
+    VyreError.log already holds it for the call that raised; this reads it
+    again (it is kept until the next library call on this thread)."""
+    return _last_error_log_of(load())
 
 
 def device_count():
