@@ -93,7 +93,10 @@ typedef enum vyre_status {
   VYRE_STATUS_ENTRY_NOT_FOUND = 12,
   /** A launch exceeds a device limit (block size, shared memory, residency). */
   VYRE_STATUS_LIMIT_EXCEEDED = 13,
-  /** A kernel launch or the work it queued failed on the device. */
+  /** A kernel launch or the work it queued failed on the device. No longer
+   *  returned for device faults (illegal address, launch failure, hardware
+   *  error): those are VYRE_STATUS_DEVICE_FAULT. Kept so code that names it
+   *  still compiles. */
   VYRE_STATUS_LAUNCH_FAILED = 14,
   /** The wait ended before the work completed; wait again later. */
   VYRE_STATUS_TIMEOUT = 15,
@@ -108,6 +111,16 @@ typedef enum vyre_status {
   /** A replay's inputs do not have the shape the graph was recorded with
    *  (binding count, source, or byte lengths); record the graph again. */
   VYRE_STATUS_SHAPE_MISMATCH = 20,
+  /** The device faulted (illegal address, launch failure, trap, hardware
+   *  error) and CUDA refuses all further work on the context: the failing
+   *  call and every later call on any vyre context of that device, and on
+   *  its objects, return this. Destroy every vyre context on that device
+   *  (vyre_context_destroy) and create a new one: when the last one is
+   *  destroyed the library resets the device (cuDevicePrimaryCtxReset), so
+   *  the new one works. Frees, releases and destroys still succeed. See the
+   *  README, "Device faults", for what the reset does to other CUDA users in
+   *  the same process. */
+  VYRE_STATUS_DEVICE_FAULT = 21,
   VYRE_STATUS_FORCE32 = 0x7FFFFFFF
 } vyre_status;
 

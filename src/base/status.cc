@@ -33,6 +33,7 @@ absl::StatusCode CanonicalCode(vyre_status code) {
     case VYRE_STATUS_NOT_READY: return absl::StatusCode::kUnavailable;
     case VYRE_STATUS_INVALID_STATE: return absl::StatusCode::kFailedPrecondition;
     case VYRE_STATUS_LAUNCH_FAILED:
+    case VYRE_STATUS_DEVICE_FAULT:
     case VYRE_STATUS_DRIVER_ERROR: return absl::StatusCode::kAborted;
     default: return absl::StatusCode::kInternal;
   }

@@ -5,11 +5,14 @@
 #include "absl/strings/string_view.h"
 #include "absl/strings/str_cat.h"
 #include "base/status.h"
+#include "driver/device_faults.h"
 #include "driver/driver_api.h"
 
 namespace vyre::driver {
 
 vyre_status StatusForCuResult(CUresult result) {
+  // Device faults: the context takes no more work until it is reset.
+  if (IsStickyResult(result)) return VYRE_STATUS_DEVICE_FAULT;
   switch (result) {
     case CUDA_SUCCESS: return VYRE_STATUS_OK;
     case CUDA_ERROR_OUT_OF_MEMORY: return VYRE_STATUS_OUT_OF_MEMORY;
@@ -27,15 +30,6 @@ vyre_status StatusForCuResult(CUresult result) {
     case CUDA_ERROR_NOT_READY: return VYRE_STATUS_NOT_READY;
     case CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES:
     case CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE: return VYRE_STATUS_LIMIT_EXCEEDED;
-    case CUDA_ERROR_LAUNCH_FAILED:
-    case CUDA_ERROR_LAUNCH_TIMEOUT:
-    case CUDA_ERROR_ILLEGAL_ADDRESS:
-    case CUDA_ERROR_ILLEGAL_INSTRUCTION:
-    case CUDA_ERROR_MISALIGNED_ADDRESS:
-    case CUDA_ERROR_INVALID_ADDRESS_SPACE:
-    case CUDA_ERROR_INVALID_PC:
-    case CUDA_ERROR_HARDWARE_STACK_ERROR:
-    case CUDA_ERROR_ASSERT: return VYRE_STATUS_LAUNCH_FAILED;
     default: return VYRE_STATUS_DRIVER_ERROR;
   }
 }
@@ -49,6 +43,15 @@ const char* CuResultName(CUresult result) {
   return "CUDA_ERROR_UNKNOWN_CODE";
 }
 
+const char* CuResultDescription(CUresult result) {
+  const char* description = nullptr;
+  if (Api().cuGetErrorString == nullptr ||
+      Api().cuGetErrorString(result, &description) != CUDA_SUCCESS || description == nullptr) {
+    return "no description";
+  }
+  return description;
+}
+
 namespace {
 
 const char* DefaultFix(vyre_status status) {
@@ -56,10 +59,6 @@ const char* DefaultFix(vyre_status status) {
     case VYRE_STATUS_OUT_OF_MEMORY:
       return "free buffers or programs you no longer need, call vyre_context_trim, or use "
              "smaller sizes";
-    case VYRE_STATUS_LAUNCH_FAILED:
-      return "the kernel faulted or was killed: check its indexing against the bound "
-             "lengths (run under compute-sanitizer), then destroy and recreate the context, "
-             "which CUDA leaves unusable after a device fault";
     case VYRE_STATUS_LIMIT_EXCEEDED:
       return "reduce the block size, shared memory or grid to the device limits that "
              "vyre_device_info_get reports";
@@ -80,12 +79,16 @@ const char* DefaultFix(vyre_status status) {
 
 absl::Status CuError(CUresult result, absl::string_view what, absl::string_view call,
                      absl::string_view fix) {
-  const char* description = nullptr;
-  if (Api().cuGetErrorString == nullptr ||
-      Api().cuGetErrorString(result, &description) != CUDA_SUCCESS || description == nullptr) {
-    description = "no description";
-  }
+  const char* description = CuResultDescription(result);
   vyre_status status = StatusForCuResult(result);
+  std::string fault_fix;
+  if (IsStickyResult(result)) {
+    // The caller's Fix is about its own call; after a fault only one helps.
+    fault_fix = absl::StrCat(DeviceFaultFix(RecordFaultOnCurrentContext(result)),
+                             ", which CUDA leaves refusing all work after a fault (to find a "
+                             "kernel's bad access, run it under compute-sanitizer)");
+    fix = fault_fix;
+  }
   std::string message = absl::StrCat(what, ": ", call, " returned ", CuResultName(result), " (",
                                      description, "). Fix: ",
                                      fix.empty() ? DefaultFix(status) : fix, ".");

@@ -16,12 +16,16 @@ namespace vyre::driver {
 vyre_status StatusForCuResult(CUresult result);
 
 // Builds "<what>: <driver call> returned CUDA_ERROR_X (<description>). Fix: <fix>."
-// An empty `fix` picks a generic one for the error class.
+// An empty `fix` picks a generic one for the error class. A sticky result (a
+// device fault: IsStickyResult in device_faults.h) is recorded against the
+// context current on this thread and always gets the device-fault Fix.
 absl::Status CuError(CUresult result, absl::string_view what, absl::string_view call,
                      absl::string_view fix = {});
 
 // "CUDA_ERROR_OUT_OF_MEMORY" etc.; works before the driver is loaded.
 const char* CuResultName(CUresult result);
+// The driver's description ("out of memory"), or "no description".
+const char* CuResultDescription(CUresult result);
 
 }  // namespace vyre::driver
 

@@ -34,6 +34,7 @@ constexpr int kPinnedDriverVersion = 12000;
   X(cuDeviceTotalMem)                          \
   X(cuDevicePrimaryCtxRetain)                  \
   X(cuDevicePrimaryCtxRelease)                 \
+  X(cuDevicePrimaryCtxReset)                   \
   X(cuCtxGetCurrent)                           \
   X(cuCtxSetCurrent)                           \
   X(cuCtxSynchronize)                          \

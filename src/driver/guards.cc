@@ -3,6 +3,15 @@
 namespace vyre::driver {
 
 void LogReleaseFailure(const char* call, CUresult result) {
+  if (IsStickyResult(result)) {
+    // Expected after a device fault: the reset reclaims the resource.
+    RecordFaultOnCurrentContext(result);
+    Logf(VYRE_LOG_INFO,
+         "%s returned %s while releasing a resource after a device fault; the device reset "
+         "that follows the destruction of its last vyre context reclaims it",
+         call, CuResultName(result));
+    return;
+  }
   Logf(VYRE_LOG_WARNING, "%s returned %s while releasing a resource; it may leak", call,
        CuResultName(result));
 }
@@ -14,10 +23,7 @@ CUresult ReleaseDeviceMemory(CUdeviceptr p) { return Api().cuMemFree(p); }
 CUresult ReleasePinnedMemory(void* p) { return Api().cuMemFreeHost(p); }
 
 PrimaryContextGuard::~PrimaryContextGuard() {
-  if (context_ != nullptr) {
-    CUresult r = Api().cuDevicePrimaryCtxRelease(device_);
-    if (r != CUDA_SUCCESS) LogReleaseFailure("cuDevicePrimaryCtxRelease", r);
-  }
+  if (context_ != nullptr) ReleasePrimaryContext(device_);
 }
 
 }  // namespace vyre::driver

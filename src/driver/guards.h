@@ -11,6 +11,7 @@
 
 #include "base/log.h"
 #include "driver/cu_error.h"
+#include "driver/device_faults.h"
 #include "driver/driver_api.h"
 
 namespace vyre::driver {
@@ -19,7 +20,9 @@ void LogReleaseFailure(const char* call, CUresult result);
 
 // Makes `context` current on this thread for a scope and restores the
 // previous one, so callers that use CUDA themselves on the same thread keep
-// their own current context.
+// their own current context. Work on a context whose device faulted is
+// refused before any driver call: status() is then VYRE_STATUS_DEVICE_FAULT
+// with the Fix (release paths are never refused).
 class ScopedContext {
  public:
   // Release paths (destructors) must not leak because one driver call failed
@@ -29,6 +32,8 @@ class ScopedContext {
 
   explicit ScopedContext(CUcontext context, Purpose purpose = Purpose::kWork) {
     const bool release = purpose == Purpose::kRelease;
+    // One relaxed load while no device is faulted.
+    if (!release && AnyDeviceFaulted() && FindFault(context, &fault_)) return;
     bool unknown_previous = false;
     CUresult r = Api().cuCtxGetCurrent(&previous_);
     if (r != CUDA_SUCCESS) {
@@ -59,6 +64,7 @@ class ScopedContext {
   // Whether the context could be made current; paths that go on to call the
   // driver return this error. Release paths proceed regardless.
   absl::Status status(const char* what) const {
+    if (fault_.cause != CUDA_SUCCESS) return FaultedContextError(what, fault_);
     if (result_ == CUDA_SUCCESS) return absl::OkStatus();
     return CuError(result_, what, call_);
   }
@@ -73,6 +79,7 @@ class ScopedContext {
   bool changed_ = false;
   CUresult result_ = CUDA_SUCCESS;
   const char* call_ = "";
+  DeviceFault fault_;  // set when the context is recorded faulted
 };
 
 // A unique owner of one handle-like resource released by `Release(handle)`.
@@ -130,6 +137,9 @@ using DeviceMemoryGuard = UniqueResource<CUdeviceptr, ReleaseDeviceMemory, kDevi
 using PinnedMemoryGuard = UniqueResource<void*, ReleasePinnedMemory, kPinnedMemoryName>;
 
 // Holds a retained primary context; releases it when the last owner goes.
+// The retain must come from RetainPrimaryContext (device_faults.h): the
+// release goes through ReleasePrimaryContext, which resets the primary
+// context after a device fault once no vyre context holds it.
 class PrimaryContextGuard {
  public:
   PrimaryContextGuard() = default;

@@ -5,6 +5,7 @@
 #include "base/log.h"
 #include "base/status.h"
 #include "driver/cu_error.h"
+#include "driver/device_faults.h"
 #include "driver/driver_api.h"
 #include "runtime/memory.h"
 #include "runtime/pending.h"
@@ -86,9 +87,11 @@ absl::StatusOr<std::shared_ptr<Context>> Context::Create(const vyre_context_desc
   CUdevice device = 0;
   VYRE_CU("vyre_context_create: getting the device", cuDeviceGet, &device,
           static_cast<int>(desc.device_ordinal));
-  CUcontext primary = nullptr;
-  VYRE_CU("vyre_context_create: retaining the device's primary context",
-          cuDevicePrimaryCtxRetain, &primary, device);
+  // Counts the context against the device, refuses a faulted device while
+  // other contexts of it live, and resets one none of ours holds any more.
+  VYRE_ASSIGN_OR_RETURN(CUcontext primary,
+                        driver::RetainPrimaryContext(
+                            device, static_cast<int>(desc.device_ordinal), what));
   ctx->primary_.Adopt(device, primary);
   driver::ScopedContext bind(primary);
   VYRE_RETURN_IF_ERROR(bind.status(what));

@@ -92,6 +92,7 @@ int header_check_inits(void) {
   ok &= sequence_desc.struct_size == sizeof(vyre_sequence_desc);
   ok &= graph.bits == 0 && sequence.bits == 0 && node_kind == 1 && update_flags == 3u;
   ok &= VYRE_STATUS_SHAPE_MISMATCH == 20;
+  ok &= VYRE_STATUS_DEVICE_FAULT == 21;
   ok &= egraph_desc.struct_size == sizeof(vyre_egraph_image_desc) &&
         egraph_desc.device == VYRE_EGRAPH_DEVICE_GPU;
   ok &= egraph_info.struct_size == sizeof(vyre_egraph_image_info);

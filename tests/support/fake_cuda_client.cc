@@ -11,6 +11,8 @@ namespace {
 struct Controls {
   fake_cuda_get_stats_fn get_stats = nullptr;
   fake_cuda_set_hold_fn set_hold = nullptr;
+  fake_cuda_inject_fault_fn inject_fault = nullptr;
+  fake_cuda_inject_latent_fault_fn inject_latent_fault = nullptr;
 };
 
 // dlopen of the path the engine loaded returns the same instance.
@@ -26,6 +28,10 @@ const Controls& LoadControls() {
     }
     c.get_stats = reinterpret_cast<fake_cuda_get_stats_fn>(dlsym(library, "fake_cuda_get_stats"));
     c.set_hold = reinterpret_cast<fake_cuda_set_hold_fn>(dlsym(library, "fake_cuda_set_hold"));
+    c.inject_fault =
+        reinterpret_cast<fake_cuda_inject_fault_fn>(dlsym(library, "fake_cuda_inject_fault"));
+    c.inject_latent_fault = reinterpret_cast<fake_cuda_inject_latent_fault_fn>(
+        dlsym(library, "fake_cuda_inject_latent_fault"));
     return c;
   }();
   return controls;
@@ -45,6 +51,14 @@ fake_cuda_stats FakeCuda::Stats() {
 
 void FakeCuda::SetHold(bool hold) {
   if (LoadControls().set_hold != nullptr) LoadControls().set_hold(hold ? 1 : 0);
+}
+
+bool FakeCuda::InjectFault(int cu_result, bool latent) {
+  const Controls& c = LoadControls();
+  auto inject = latent ? c.inject_latent_fault : c.inject_fault;
+  if (inject == nullptr) return false;
+  inject(cu_result);
+  return true;
 }
 
 }  // namespace vyre_test

@@ -18,6 +18,12 @@ class FakeCuda {
   // While held, device work never completes: queries say NOT_READY and
   // synchronisations block until released (at most 5 s).
   static void SetHold(bool hold);
+  // The next kernel launch faults with `cu_result` and the device turns
+  // sticky until cuDevicePrimaryCtxReset (fake_cuda_control.h); 0 disarms.
+  // `latent`: the fault shows only at the first call that is not an enqueue
+  // (a synchronisation, query, allocation, ...). False when the loaded fake
+  // has no fault control.
+  static bool InjectFault(int cu_result, bool latent = false);
 };
 
 // Releases the hold when it goes out of scope, so a failing test never leaves

@@ -61,12 +61,34 @@ typedef struct fake_cuda_stats {
   uint64_t captures_begun;
   /* cuMemcpyDtoDAsync copies run (cumulative). */
   uint64_t memcpy_dtod;
+  /* Device faults (cumulative): launches that faulted (fake_cuda_inject_fault),
+   * cuDevicePrimaryCtxReset calls that succeeded, and the driver objects
+   * (allocations, modules, streams, events, graphs, executable graphs) those
+   * resets destroyed because they were still live. */
+  uint64_t faults;
+  uint64_t primary_context_resets;
+  uint64_t objects_reclaimed_by_reset;
 } fake_cuda_stats;
 
 typedef void (*fake_cuda_get_stats_fn)(fake_cuda_stats* out);
 /* hold != 0: stream/event queries answer CUDA_ERROR_NOT_READY and
  * synchronisations block until the hold is released (at most 5 s). */
 typedef void (*fake_cuda_set_hold_fn)(int hold);
+/* cu_result != 0: the next kernel launch (live or a graph's kernel node)
+ * "faults": it returns success without running, and from then on the device
+ * is sticky, as after a real fault: every call that needs the context
+ * (copies, memsets, launches, allocations, frees, module loads and unloads,
+ * stream, event and graph calls, synchronisation and queries) and
+ * cuDevicePrimaryCtxRetain return cu_result, until cuDevicePrimaryCtxReset
+ * clears it and destroys every object still live. 0 disarms a fault not yet
+ * fired. */
+typedef void (*fake_cuda_inject_fault_fn)(int cu_result);
+/* Like fake_cuda_inject_fault, but the fault shows later, as a real one
+ * usually does: calls that only enqueue work (copies, memsets, launches,
+ * event records, graph launches) keep succeeding, and drop their work, until
+ * the first other call (a synchronisation, query, allocation, ...), which
+ * returns cu_result and makes the device sticky. */
+typedef void (*fake_cuda_inject_latent_fault_fn)(int cu_result);
 
 /* cuModuleLoadDataEx on PTX text containing "fake-jit-log-bytes: <n>" fails
  * with CUDA_ERROR_INVALID_PTX and a JIT error log of exactly n bytes (as far
@@ -77,6 +99,8 @@ typedef void (*fake_cuda_set_hold_fn)(int hold);
 
 void fake_cuda_get_stats(fake_cuda_stats* out);
 void fake_cuda_set_hold(int hold);
+void fake_cuda_inject_fault(int cu_result);
+void fake_cuda_inject_latent_fault(int cu_result);
 
 #ifdef __cplusplus
 } /* extern "C" */

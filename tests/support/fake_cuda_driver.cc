@@ -45,7 +45,24 @@
 // that were pinned at capture) as a live call would. Every violation above is
 // misuse; the errors returned are those of the real driver.
 //
-// Test controls (fake_cuda_control.h): fake_cuda_get_stats, fake_cuda_set_hold.
+// Device faults: fake_cuda_inject_fault(code) makes the next kernel launch
+// (live, or a kernel node of a graph launch) fault. The launch itself returns
+// success (the real fault is asynchronous) and runs nothing; from then on the
+// device is sticky: every call that needs the context, and
+// cuDevicePrimaryCtxRetain, returns `code` (cuCtxGetCurrent/SetCurrent,
+// cuDevicePrimaryCtxRelease and the device queries still work), until
+// cuDevicePrimaryCtxReset clears it and destroys every allocation, module,
+// stream, event and graph still live, as the real reset does. A reset while
+// a retain is held is counted as misuse: the engine must only reset a
+// primary context none of its contexts holds.
+// fake_cuda_inject_latent_fault(code) is the same, except that the fault
+// shows later, as a real one usually does: calls that only enqueue work
+// (copies, memsets, launches, event records, graph launches) still succeed
+// (and drop their work) until the first other call (a synchronisation, a
+// query, an allocation, ...), which returns `code` and makes it sticky.
+//
+// Test controls (fake_cuda_control.h): fake_cuda_get_stats, fake_cuda_set_hold,
+// fake_cuda_inject_fault, fake_cuda_inject_latent_fault.
 // Environment:
 //   FAKE_CUDA_MODE          unset/"ok" normal; "no_device": cuInit says
 //                           CUDA_ERROR_NO_DEVICE; "old": driver version 11080.
@@ -210,6 +227,10 @@ struct State {
   std::set<FakeGraphNode*> graph_nodes;                     // the nodes of `graphs`
   std::map<FakeGraphExec*, std::unique_ptr<FakeGraphExec>> graph_execs;
   uint64_t module_serial = 0;
+  CUresult armed_fault = CUDA_SUCCESS;  // fake_cuda_inject_*fault: the next launch faults
+  bool armed_latent = false;            // ... showing only at the next non-enqueue call
+  CUresult latent = CUDA_SUCCESS;       // a fault enqueues do not see yet
+  CUresult sticky = CUDA_SUCCESS;       // set by a fault until cuDevicePrimaryCtxReset
   fake_cuda_stats stats{};
 };
 
@@ -241,8 +262,13 @@ CUresult RequireInit(const char* fn) {
   return CUDA_SUCCESS;
 }
 
+// Calls that only enqueue work (copies, memsets, launches, event records,
+// graph launches) pass kEnqueue: a latent fault lets them through (they then
+// drop their work); any other call makes it sticky.
+constexpr bool kEnqueue = true;
+
 // Calls that act on device state need the primary context current.
-CUresult RequireContext(const char* fn) {
+CUresult RequireContext(const char* fn, bool enqueue = false) {
   CUresult init = RequireInit(fn);
   if (init != CUDA_SUCCESS) return init;
   if (current_context == nullptr) {
@@ -252,7 +278,14 @@ CUresult RequireContext(const char* fn) {
     return Misuse(CUDA_ERROR_INVALID_CONTEXT, "%s with a current context that is not retained",
                   fn);
   }
-  return CUDA_SUCCESS;
+  // After a fault the context refuses all work until it is reset. A latent
+  // fault shows at the first call that is not an enqueue.
+  State& s = S();
+  if (s.latent != CUDA_SUCCESS && !enqueue) {
+    s.sticky = s.latent;
+    s.latent = CUDA_SUCCESS;
+  }
+  return s.sticky;
 }
 
 CUresult RequireDevice(CUdevice dev, const char* fn) {
@@ -554,6 +587,7 @@ CUresult fake_cuDevicePrimaryCtxRetain(CUcontext* context, CUdevice dev) {
   if (CUresult r = RequireInit("cuDevicePrimaryCtxRetain")) return r;
   if (CUresult r = RequireDevice(dev, "cuDevicePrimaryCtxRetain")) return r;
   if (context == nullptr) return Misuse(CUDA_ERROR_INVALID_VALUE, "cuDevicePrimaryCtxRetain: NULL");
+  if (S().sticky != CUDA_SUCCESS) return S().sticky;
   ++S().primary_retains;
   *context = reinterpret_cast<CUcontext>(&S().primary);
   return CUDA_SUCCESS;
@@ -567,6 +601,48 @@ CUresult fake_cuDevicePrimaryCtxRelease(CUdevice dev) {
     return Misuse(CUDA_ERROR_INVALID_CONTEXT, "cuDevicePrimaryCtxRelease without a retain");
   }
   --S().primary_retains;
+  return CUDA_SUCCESS;
+}
+
+// Destroys every object of the primary context and clears a fault; the
+// retain count is left alone (callers still release their retains).
+CUresult fake_cuDevicePrimaryCtxReset(CUdevice dev) {
+  Lock lock(S().mu);
+  if (CUresult r = RequireInit("cuDevicePrimaryCtxReset")) return r;
+  if (CUresult r = RequireDevice(dev, "cuDevicePrimaryCtxReset")) return r;
+  State& s = S();
+  if (s.primary_retains > 0) {
+    // Legal for the driver, but it destroys what the holders still use.
+    Misuse(CUDA_SUCCESS, "cuDevicePrimaryCtxReset while %lld retain(s) are held",
+           static_cast<long long>(s.primary_retains));
+  }
+  uint64_t reclaimed = 0;
+  for (auto& [base, bytes] : s.device_allocations) std::free(reinterpret_cast<void*>(base));
+  reclaimed += s.device_allocations.size();
+  s.device_allocations.clear();
+  s.device_bytes = 0;
+  for (auto& [base, bytes] : s.pinned_allocations) std::free(reinterpret_cast<void*>(base));
+  reclaimed += s.pinned_allocations.size();
+  s.pinned_allocations.clear();
+  s.pinned_bytes = 0;
+  for (FakeModule* m : s.modules) delete m;
+  reclaimed += s.modules.size();
+  s.modules.clear();
+  s.functions.clear();
+  for (FakeStream* st : s.streams) delete st;
+  reclaimed += s.streams.size();
+  s.streams.clear();
+  for (FakeEvent* e : s.events) delete e;
+  reclaimed += s.events.size();
+  s.events.clear();
+  reclaimed += s.graphs.size() + s.graph_execs.size();
+  s.graph_nodes.clear();
+  s.graphs.clear();
+  s.graph_execs.clear();
+  s.sticky = CUDA_SUCCESS;
+  s.latent = CUDA_SUCCESS;
+  ++s.stats.primary_context_resets;
+  s.stats.objects_reclaimed_by_reset += reclaimed;
   return CUDA_SUCCESS;
 }
 
@@ -786,7 +862,8 @@ CUresult SubmitTransfer(CUstream stream, FakeGraphNode node, const char* fn) {
 
 CUresult fake_cuMemcpyHtoDAsync(CUdeviceptr dst, const void* src, size_t bytes, CUstream stream) {
   Lock lock(S().mu);
-  if (CUresult r = RequireContext("cuMemcpyHtoDAsync")) return r;
+  if (CUresult r = RequireContext("cuMemcpyHtoDAsync", kEnqueue)) return r;
+  if (S().latent != CUDA_SUCCESS) return CUDA_SUCCESS;  // a latent fault: accepted, dropped
   if (CUresult r = CheckStream(stream, "cuMemcpyHtoDAsync")) return r;
   FakeGraphNode node;
   node.op = NodeOp::kCopyHtoD;
@@ -798,7 +875,8 @@ CUresult fake_cuMemcpyHtoDAsync(CUdeviceptr dst, const void* src, size_t bytes, 
 
 CUresult fake_cuMemcpyDtoHAsync(void* dst, CUdeviceptr src, size_t bytes, CUstream stream) {
   Lock lock(S().mu);
-  if (CUresult r = RequireContext("cuMemcpyDtoHAsync")) return r;
+  if (CUresult r = RequireContext("cuMemcpyDtoHAsync", kEnqueue)) return r;
+  if (S().latent != CUDA_SUCCESS) return CUDA_SUCCESS;  // a latent fault: accepted, dropped
   if (CUresult r = CheckStream(stream, "cuMemcpyDtoHAsync")) return r;
   FakeGraphNode node;
   node.op = NodeOp::kCopyDtoH;
@@ -810,7 +888,8 @@ CUresult fake_cuMemcpyDtoHAsync(void* dst, CUdeviceptr src, size_t bytes, CUstre
 
 CUresult fake_cuMemcpyDtoDAsync(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream stream) {
   Lock lock(S().mu);
-  if (CUresult r = RequireContext("cuMemcpyDtoDAsync")) return r;
+  if (CUresult r = RequireContext("cuMemcpyDtoDAsync", kEnqueue)) return r;
+  if (S().latent != CUDA_SUCCESS) return CUDA_SUCCESS;  // a latent fault: accepted, dropped
   if (CUresult r = CheckStream(stream, "cuMemcpyDtoDAsync")) return r;
   FakeGraphNode node;
   node.op = NodeOp::kCopyDtoD;
@@ -822,7 +901,8 @@ CUresult fake_cuMemcpyDtoDAsync(CUdeviceptr dst, CUdeviceptr src, size_t bytes, 
 
 CUresult fake_cuMemsetD8Async(CUdeviceptr dst, unsigned char value, size_t bytes, CUstream stream) {
   Lock lock(S().mu);
-  if (CUresult r = RequireContext("cuMemsetD8Async")) return r;
+  if (CUresult r = RequireContext("cuMemsetD8Async", kEnqueue)) return r;
+  if (S().latent != CUDA_SUCCESS) return CUDA_SUCCESS;  // a latent fault: accepted, dropped
   if (CUresult r = CheckStream(stream, "cuMemsetD8Async")) return r;
   FakeGraphNode node;
   node.op = NodeOp::kMemset;
@@ -838,7 +918,8 @@ CUresult fake_cuMemsetD32Async(CUdeviceptr dst, unsigned int value, size_t count
                                CUstream stream) {
   static constexpr const char* fn = "cuMemsetD32Async";
   Lock lock(S().mu);
-  if (CUresult r = RequireContext(fn)) return r;
+  if (CUresult r = RequireContext(fn, kEnqueue)) return r;
+  if (S().latent != CUDA_SUCCESS) return CUDA_SUCCESS;  // a latent fault: accepted, dropped
   if (CUresult r = CheckStream(stream, fn)) return r;
   FakeCapture* capture = nullptr;
   if (CUresult r = StreamCapture(stream, fn, &capture)) return r;
@@ -1309,10 +1390,18 @@ CUresult CheckLaunchShape(const FakeFunction& f, const LaunchShape& shape) {
   return CUDA_SUCCESS;
 }
 
-// Counts a launch of `shape` and runs the kernel on the host.
+// Counts a launch of `shape` and runs the kernel on the host. An armed fault
+// fires instead: the launch succeeds, runs nothing, and the device is sticky.
 CUresult RunLaunch(const std::string& name, const LaunchShape& shape, const KernelArgs& args,
                    bool cooperative) {
   fake_cuda_stats& st = S().stats;
+  if (S().armed_fault != CUDA_SUCCESS) {
+    (S().armed_latent ? S().latent : S().sticky) = S().armed_fault;
+    S().armed_fault = CUDA_SUCCESS;
+    ++st.faults;
+    ++st.kernel_launches;
+    return CUDA_SUCCESS;
+  }
   ++st.kernel_launches;
   if (cooperative) ++st.cooperative_launches;
   std::copy(shape.grid, shape.grid + 3, st.last_grid);
@@ -1358,7 +1447,8 @@ CUresult LaunchOrCapture(const char* fn, CUfunction function, const LaunchShape&
 CUresult Launch(const char* fn, CUfunction function, const LaunchShape& shape, CUstream stream,
                 void** params, void** extra, bool cooperative) {
   Lock lock(S().mu);
-  if (CUresult r = RequireContext(fn)) return r;
+  if (CUresult r = RequireContext(fn, kEnqueue)) return r;
+  if (S().latent != CUDA_SUCCESS) return CUDA_SUCCESS;  // a latent fault: accepted, dropped
   if (CUresult r = CheckStream(stream, fn)) return r;
   if (cooperative) {
     if (CUresult r = RejectOnCapturingStream(stream, fn)) return r;
@@ -1460,7 +1550,8 @@ CUresult fake_cuEventDestroy(CUevent event) {
 
 CUresult fake_cuEventRecord(CUevent event, CUstream stream) {
   Lock lock(S().mu);
-  if (CUresult r = RequireContext("cuEventRecord")) return r;
+  if (CUresult r = RequireContext("cuEventRecord", kEnqueue)) return r;
+  if (S().latent != CUDA_SUCCESS) return CUDA_SUCCESS;  // a latent fault: accepted, dropped
   if (CUresult r = CheckStream(stream, "cuEventRecord")) return r;
   FakeEvent* e = FindEvent(event);
   if (e == nullptr) return Misuse(CUDA_ERROR_INVALID_HANDLE, "cuEventRecord: unknown event");
@@ -1782,18 +1873,21 @@ CUresult CheckGraphLaunch(FakeGraphExec* x, CUgraphExec exec, CUstream stream, c
 
 CUresult fake_cuGraphUpload(CUgraphExec exec, CUstream stream) {
   Lock lock(S().mu);
-  if (CUresult r = RequireContext("cuGraphUpload")) return r;
+  if (CUresult r = RequireContext("cuGraphUpload", kEnqueue)) return r;
+  if (S().latent != CUDA_SUCCESS) return CUDA_SUCCESS;  // a latent fault: accepted, dropped
   return CheckGraphLaunch(FindGraphExec(exec), exec, stream, "cuGraphUpload");
 }
 
 CUresult fake_cuGraphLaunch(CUgraphExec exec, CUstream stream) {
   Lock lock(S().mu);
-  if (CUresult r = RequireContext("cuGraphLaunch")) return r;
+  if (CUresult r = RequireContext("cuGraphLaunch", kEnqueue)) return r;
+  if (S().latent != CUDA_SUCCESS) return CUDA_SUCCESS;  // a latent fault: accepted, dropped
   FakeGraphExec* x = FindGraphExec(exec);
   if (CUresult r = CheckGraphLaunch(x, exec, stream, "cuGraphLaunch")) return r;
   fake_cuda_stats& st = S().stats;
   ++st.graph_launches;
   for (const FakeGraphNode& n : x->nodes) {
+    if (S().sticky != CUDA_SUCCESS || S().latent != CUDA_SUCCESS) break;  // a node faulted
     if (n.op == NodeOp::kKernel) {
       if (CUresult r = RunKernelNode(n)) return r;
     } else {
@@ -1918,6 +2012,7 @@ const ProcEntry kProcs[] = {
     FAKE_PROC(cuDeviceTotalMem),
     FAKE_PROC(cuDevicePrimaryCtxRetain),
     FAKE_PROC(cuDevicePrimaryCtxRelease),
+    FAKE_PROC(cuDevicePrimaryCtxReset),
     FAKE_PROC(cuCtxGetCurrent),
     FAKE_PROC(cuCtxSetCurrent),
     FAKE_PROC(cuCtxSynchronize),
@@ -2007,6 +2102,18 @@ FAKE_EXPORT void fake_cuda_get_stats(fake_cuda_stats* out) {
   st.graphs_live = s.graphs.size();
   st.graph_execs_live = s.graph_execs.size();
   *out = st;
+}
+
+FAKE_EXPORT void fake_cuda_inject_fault(int cu_result) {
+  Lock lock(S().mu);
+  S().armed_fault = static_cast<CUresult>(cu_result);
+  S().armed_latent = false;
+}
+
+FAKE_EXPORT void fake_cuda_inject_latent_fault(int cu_result) {
+  Lock lock(S().mu);
+  S().armed_fault = static_cast<CUresult>(cu_result);
+  S().armed_latent = true;
 }
 
 FAKE_EXPORT void fake_cuda_set_hold(int hold) {

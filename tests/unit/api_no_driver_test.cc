@@ -71,6 +71,7 @@ TEST_F(NoDriverTest, StatusNamesCoverEveryStatus) {
       {VYRE_STATUS_DRIVER_ERROR, "VYRE_STATUS_DRIVER_ERROR"},
       {VYRE_STATUS_INTERNAL, "VYRE_STATUS_INTERNAL"},
       {VYRE_STATUS_SHAPE_MISMATCH, "VYRE_STATUS_SHAPE_MISMATCH"},
+      {VYRE_STATUS_DEVICE_FAULT, "VYRE_STATUS_DEVICE_FAULT"},
   };
   for (const auto& [status, name] : names) {
     const char* actual = vyre_status_name(status);
@@ -80,7 +81,7 @@ TEST_F(NoDriverTest, StatusNamesCoverEveryStatus) {
 }
 
 TEST_F(NoDriverTest, UnknownStatusValuesHaveTheUnknownName) {
-  for (int value : {21, 22, 1000, 0x7FFFFFFE}) {
+  for (int value : {22, 23, 1000, 0x7FFFFFFE}) {
     const char* name = c_status_name(value);
     ASSERT_NE(name, nullptr) << value;
     EXPECT_STREQ(name, "VYRE_STATUS_UNKNOWN") << value;

@@ -430,7 +430,7 @@ void Torture::Fail(const std::string& what) {
 vyre_status Torture::Check(vyre_status status, const char* call) {
   histogram_[call][vyre_status_name(status)]++;
   int32_t raw = static_cast<int32_t>(status);
-  if (raw < VYRE_STATUS_OK || raw > VYRE_STATUS_SHAPE_MISMATCH) {
+  if (raw < VYRE_STATUS_OK || raw > VYRE_STATUS_DEVICE_FAULT) {
     Fail(std::string(call) + " returned status " + std::to_string(raw) + ", outside the enum");
   }
   if (status == VYRE_STATUS_INTERNAL) Fail(std::string(call) + " returned INTERNAL");

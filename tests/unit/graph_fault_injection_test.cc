@@ -784,6 +784,7 @@ TEST_F(GraphFaultInjectionTest, ReplayASequenceGraph) {
 }
 
 // A few CUresults other than CUDA_ERROR_UNKNOWN map to their own statuses.
+// (Sticky ones, which fault the context, are StickyDriverErrorsFaultTheContext.)
 TEST_F(GraphFaultInjectionTest, DriverErrorsMapToTheirStatuses) {
   vyre_program add = MakeProgram(context_, AddSpec());
   HostAdd host(64);
@@ -802,10 +803,8 @@ TEST_F(GraphFaultInjectionTest, DriverErrorsMapToTheirStatuses) {
     bool record;  // the fault hits a record, else a replay
   };
   const std::vector<Case> cases = {
-      {Entry::k_cuGraphLaunch, CUDA_ERROR_ILLEGAL_ADDRESS, VYRE_STATUS_LAUNCH_FAILED, false},
       {Entry::k_cuGraphLaunch, CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES, VYRE_STATUS_LIMIT_EXCEEDED,
        false},
-      {Entry::k_cuStreamSynchronize, CUDA_ERROR_LAUNCH_FAILED, VYRE_STATUS_LAUNCH_FAILED, false},
       {Entry::k_cuGraphInstantiateWithFlags, CUDA_ERROR_OUT_OF_MEMORY, VYRE_STATUS_OUT_OF_MEMORY,
        true},
       {Entry::k_cuStreamBeginCapture, CUDA_ERROR_INVALID_VALUE, VYRE_STATUS_DRIVER_ERROR, true},
@@ -845,6 +844,94 @@ TEST_F(GraphFaultInjectionTest, DriverErrorsMapToTheirStatuses) {
   }
   EXPECT_VYRE_OK(vyre_graph_destroy(graph));
   EXPECT_VYRE_OK(vyre_program_destroy(add));
+}
+
+// A sticky CUresult from a replay (the graph's kernel faulted) is a device
+// fault: the replay and every later replay on the context answer
+// DEVICE_FAULT with a Fix, releases still work, and after the context is
+// destroyed (the library then resets the device) a new context records and
+// replays correctly. (The injected error is not sticky in the fake, so this
+// checks the engine's own bookkeeping; tests/unit/device_fault_test.cc runs
+// the fake's sticky model.)
+TEST_F(GraphFaultInjectionTest, StickyDriverErrorsFaultTheContext) {
+  struct Case {
+    Entry entry;
+    CUresult code;
+  };
+  const std::vector<Case> cases = {
+      {Entry::k_cuGraphLaunch, CUDA_ERROR_ILLEGAL_ADDRESS},
+      {Entry::k_cuStreamSynchronize, CUDA_ERROR_LAUNCH_FAILED},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(::testing::Message() << NameOf(c.entry) << " -> " << int(c.code));
+    vyre_program add = MakeProgram(context_, AddSpec());
+    HostAdd host(64);
+    DispatchSpec spec;
+    spec.bindings = host.Bindings();
+    spec.param_words = {64};
+    vyre_dispatch_desc desc = spec.Desc();
+    vyre_graph graph{0};
+    ASSERT_VYRE_OK(vyre_graph_record(add, &desc, &graph));
+    std::vector<vyre_dispatch_binding> bindings = host.Bindings();
+    vyre_graph_replay_desc replay = ReplayDesc(bindings);
+    const fake_cuda_stats stats_before = FakeCuda::Stats();
+
+    faults::FailNthCall(c.entry, 1, c.code);
+    host.Fresh(7);
+    vyre_status status = vyre_graph_replay(graph, &replay, nullptr);
+    faults::ClearFaults();
+    EXPECT_TRUE(ExpectError(status, VYRE_STATUS_DEVICE_FAULT));
+    int32_t cu_result = 0;
+    vyre_last_error(nullptr, &cu_result, nullptr, 0, nullptr);
+    EXPECT_EQ(cu_result, int32_t(c.code));
+    EXPECT_NE(LastErrorMessage().find("destroy every vyre context on device 0"),
+              std::string::npos)
+        << LastErrorMessage();
+
+    // Later work on the context is refused before it reaches the driver.
+    const uint64_t launches = faults::CallCount(Entry::k_cuGraphLaunch);
+    host.Fresh(8);
+    EXPECT_TRUE(ExpectError(vyre_graph_replay(graph, &replay, nullptr),
+                            VYRE_STATUS_DEVICE_FAULT));
+    EXPECT_NE(LastErrorMessage().find("the device faulted earlier"), std::string::npos)
+        << LastErrorMessage();
+    EXPECT_EQ(faults::CallCount(Entry::k_cuGraphLaunch), launches);
+    vyre_graph other{0};
+    EXPECT_TRUE(ExpectError(vyre_graph_record(add, &desc, &other), VYRE_STATUS_DEVICE_FAULT));
+    EXPECT_EQ(other.bits, 0u);
+
+    // Releases work; the last context's destruction resets the device.
+    EXPECT_VYRE_OK(vyre_graph_destroy(graph));
+    EXPECT_VYRE_OK(vyre_program_destroy(add));
+    EXPECT_VYRE_OK(vyre_context_destroy(context_));
+    context_ = vyre_context{0};
+    // The reset destroyed every object of the fake device, including those
+    // earlier tests left behind on purpose (absorbed release failures): the
+    // device is empty, and that is the baseline from here on.
+    const fake_cuda_stats reset = FakeCuda::Stats();
+    EXPECT_EQ(reset.primary_context_resets, stats_before.primary_context_resets + 1);
+    EXPECT_EQ(reset.misuse_errors, stats_before.misuse_errors);
+    EXPECT_EQ(reset.primary_context_retains, 0);
+    EXPECT_EQ(reset.device_allocations_live, 0u);
+    EXPECT_EQ(reset.pinned_allocations_live, 0u);
+    EXPECT_EQ(reset.modules_live, 0u);
+    EXPECT_EQ(reset.streams_live, 0u);
+    EXPECT_EQ(reset.events_live, 0u);
+    EXPECT_EQ(reset.graphs_live, 0u);
+    EXPECT_EQ(reset.graph_execs_live, 0u);
+    driver_before_ = reset;
+    context_ = MakeContext();
+    ASSERT_NE(context_.bits, 0u);
+
+    add = MakeProgram(context_, AddSpec());
+    vyre_graph again{0};
+    ASSERT_VYRE_OK(vyre_graph_record(add, &desc, &again));
+    host.Fresh(9);
+    ASSERT_VYRE_OK(vyre_graph_replay(again, &replay, nullptr));
+    EXPECT_TRUE(host.Correct());
+    EXPECT_VYRE_OK(vyre_graph_destroy(again));
+    EXPECT_VYRE_OK(vyre_program_destroy(add));
+  }
 }
 
 // A failed cuStreamEndCapture may leave the capture open, which in

@@ -126,6 +126,9 @@ class Status(enum.IntEnum):
     INTERNAL = 19
     #: A graph replay's bindings differ from the recorded shape.
     SHAPE_MISMATCH = 20
+    #: The device faulted (illegal address, launch failure, hardware error):
+    #: destroy every context on that device and create a new one.
+    DEVICE_FAULT = 21
 
 
 class Role(enum.IntEnum):
