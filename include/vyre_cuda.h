@@ -239,8 +239,21 @@ typedef struct vyre_context_desc {
   uint64_t transient_pool_limit_bytes;
   /** Most bytes the pinned host staging pool keeps cached; 0 = 1 GiB. */
   uint64_t pinned_pool_limit_bytes;
+  /* Version 2 (40 bytes): the pipeline that moves large host data. Host
+   * bindings, uploads and downloads over 256 KiB in pageable memory are cut
+   * into pieces copied through a ring of pinned chunks, each piece's DMA
+   * starting as soon as it is filled and overlapping the copy of the next.
+   * 0 picks the default for each field. */
+  /** Bytes per pinned chunk: a multiple of 64 KiB from 64 KiB to 256 MiB;
+   *  0 = 8 MiB. */
+  uint64_t staging_chunk_bytes;
+  /** Chunks in the ring: 2 to 64; 0 = 4. */
+  uint32_t staging_chunk_count;
+  /** Threads that copy between pageable and pinned memory (the calling
+   *  thread included): 1 to 64; 0 = min(4, hardware threads). */
+  uint32_t staging_threads;
 } vyre_context_desc;
-#define VYRE_CONTEXT_DESC_INIT {sizeof(vyre_context_desc), 0, 0, 0}
+#define VYRE_CONTEXT_DESC_INIT {sizeof(vyre_context_desc), 0, 0, 0, 0, 0, 0}
 
 /** Creates a context on a device (its primary CUDA context). */
 VYRE_API vyre_status vyre_context_create(const vyre_context_desc* desc, vyre_context* out);
@@ -364,6 +377,37 @@ typedef struct vyre_buffer_info {
 /** Reads a buffer's size, raw device pointer and owning context.
  *  out->struct_size must be set (VYRE_BUFFER_INFO_INIT). */
 VYRE_API vyre_status vyre_buffer_info_get(vyre_buffer buffer, vyre_buffer_info* out);
+
+/* ------------------------------------------------------------------------ */
+/* Pinned host memory                                                        */
+/* ------------------------------------------------------------------------ */
+
+/* Host bindings, uploads and downloads whose bytes lie entirely inside memory
+ * from vyre_host_alloc or vyre_host_register are copied by DMA straight from
+ * or into that memory: no staging copy, and an async dispatch's copies run
+ * while the caller goes on. Such memory belongs to the context it was
+ * allocated or registered with and is released with it (vyre_context_destroy
+ * frees or unregisters it). It serves every context of the process. */
+
+/** Allocates `bytes` (> 0) of page-locked host memory; *out receives its
+ *  address (aligned to 4 KiB, uninitialised). */
+VYRE_API vyre_status vyre_host_alloc(vyre_context context, uint64_t bytes, void** out);
+
+/** Frees memory from vyre_host_alloc (`pointer` must be the address it
+ *  returned). If a pending dispatch still copies from or into it, the memory
+ *  is released once that dispatch is seen to complete, like a buffer. */
+VYRE_API vyre_status vyre_host_free(void* pointer);
+
+/** Page-locks caller memory [pointer, pointer + bytes) so the library copies
+ *  it by DMA. Ranges may not overlap memory already registered or allocated
+ *  with vyre_host_alloc. The caller keeps ownership and must unregister
+ *  before freeing it. */
+VYRE_API vyre_status vyre_host_register(vyre_context context, void* pointer, uint64_t bytes);
+
+/** Undoes vyre_host_register (`pointer` must be the registered start).
+ *  Refused with VYRE_STATUS_INVALID_STATE while a pending dispatch still
+ *  copies from or into the range: wait on it first. */
+VYRE_API vyre_status vyre_host_unregister(void* pointer);
 
 /* ------------------------------------------------------------------------ */
 /* Programs                                                                  */

@@ -23,12 +23,22 @@ export VYRE_CUDA_REQUIRE_GPU=1
 ctest --preset gpu -j4 --timeout 300 2>&1 | tee "$out/ctest.log" | tail -40
 rc=${PIPESTATUS[0]}
 if [ "$sanitize" = 1 ]; then
+  # Left out under memcheck: the device-fault suite faults the device on
+  # purpose (memcheck reports exactly that), and the cases sized for the
+  # real GPU (16 M-row e-graphs, 2^26/2^28-byte transfers) would take hours
+  # at memcheck's speed. The filter lists what it excludes; the list printed
+  # by --gtest_list_tests under it is kept in the log.
+  filter='-*DeviceFault*:*Large*:*2p26*:*2p28*'
   for t in build/gpu/tests/gpu/*_test; do
     [ -x "$t" ] || continue
-    echo "== compute-sanitizer $(basename "$t")"
-    compute-sanitizer --tool memcheck --report-api-errors no --leak-check full --error-exitcode 9 "$t" --gtest_brief=1 \
-      --gtest_filter='-*Large*:*2p26*' >> "$out/sanitizer.log" 2>&1
-    echo "exit $?" | tee -a "$out/sanitizer.log"
+    echo "== compute-sanitizer $(basename "$t")" | tee -a "$out/sanitizer.log"
+    "$t" --gtest_list_tests --gtest_filter="$filter" >> "$out/sanitizer.log" 2>&1
+    compute-sanitizer --tool memcheck --report-api-errors no --leak-check full --error-exitcode 9 \
+      "$t" --gtest_brief=1 --gtest_filter="$filter" >> "$out/sanitizer.log" 2>&1
+    code=$?
+    echo "exit $code" | tee -a "$out/sanitizer.log"
+    # memcheck errors (9) and failed tests both fail the run.
+    [ "$code" = 0 ] || rc=1
   done
 fi
 if [ "$bench" = 1 ] && [ -x build/gpu/bench/vyre_cuda_bench ]; then

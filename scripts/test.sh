@@ -2,8 +2,9 @@
 # Builds and runs every test: the CPU suites, the GPU suites (which skip
 # without a GPU unless VYRE_CUDA_REQUIRE_GPU=1), the examples and the Python
 # binding, then the CPU suites again under AddressSanitizer and UBSan, and the
-# API suites on the fake driver (8-thread dispatch, threaded graph tests and
-# the 8-thread device-fault tests included) under ThreadSanitizer.
+# API suites on the fake driver (8-thread dispatch, threaded graph tests,
+# the 8-thread device-fault tests and the staging ring's threads included)
+# under ThreadSanitizer.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/bootstrap-debian.sh
@@ -18,5 +19,5 @@ cmake --build --preset asan -j"$jobs"
 # ASan cannot do; it ran above.
 ctest --preset asan -j"$jobs" -LE python
 cmake --preset tsan
-cmake --build --preset tsan -j"$jobs" --target api_fake_driver_test fault_injection_test graph_fake_test device_fault_test
-ctest --preset tsan -j"$jobs" -R '^unit\.(api_fake_driver|fault_injection|graph_fake_driver|device_fault)$'
+cmake --build --preset tsan -j"$jobs" --target api_fake_driver_test fault_injection_test graph_fake_test host_transfer_test device_fault_test
+ctest --preset tsan -j"$jobs" -R '^unit\.(api_fake_driver|fault_injection|graph_fake_driver|host_transfer|device_fault)$'

@@ -39,7 +39,9 @@ VYRE_API vyre_status vyre_context_create(const vyre_context_desc* desc, vyre_con
     VYRE_RETURN_IF_ERROR(vyre::RequireOut(what, out, "out"));
     out->bits = 0;
     vyre_context_desc d;
-    VYRE_RETURN_IF_ERROR(vyre::ReadDescriptor(what, "vyre_context_desc", desc, &d));
+    // Version 1 ended before the staging fields.
+    VYRE_RETURN_IF_ERROR(vyre::ReadDescriptor(what, "vyre_context_desc", desc, &d,
+                                              offsetof(vyre_context_desc, staging_chunk_bytes)));
     VYRE_ASSIGN_OR_RETURN(std::shared_ptr<vyre::Context> ctx, vyre::Context::Create(d));
     VYRE_ASSIGN_OR_RETURN(uint64_t bits, vyre::Contexts().Insert(ctx));
     ctx->set_handle(bits);

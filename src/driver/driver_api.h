@@ -43,6 +43,8 @@ constexpr int kPinnedDriverVersion = 12000;
   X(cuMemFree)                                 \
   X(cuMemHostAlloc)                            \
   X(cuMemFreeHost)                             \
+  X(cuMemHostRegister)                         \
+  X(cuMemHostUnregister)                       \
   X(cuMemcpyHtoDAsync)                         \
   X(cuMemcpyDtoHAsync)                         \
   X(cuMemsetD8Async)                           \

@@ -2,9 +2,12 @@
 
 #include <cstring>
 
+#include "absl/container/inlined_vector.h"
+
 #include "base/checked_math.h"
 #include "base/status.h"
 #include "driver/cu_error.h"
+#include "runtime/host_memory.h"
 #include "runtime/memory.h"
 
 namespace vyre {
@@ -90,6 +93,7 @@ absl::Status Buffer::Upload(const vyre_upload_range* ranges, size_t count, const
   if (total <= kStagedCopyLimit) {
     VYRE_ASSIGN_OR_RETURN(staging, ctx.pinned_pool().Acquire(total, what));
   }
+  absl::InlinedVector<std::shared_ptr<HostRegion>, 2> pinned;
   uint64_t cursor = 0;
   absl::Status status;
   for (size_t i = 0; i < count && status.ok(); ++i) {
@@ -100,6 +104,13 @@ absl::Status Buffer::Upload(const vyre_upload_range* ranges, size_t count, const
       std::memcpy(staging.host() + cursor, r.src, r.bytes);
       source = staging.host() + cursor;
       cursor += *CheckedAlignUp(r.bytes, kRangeAlignment);
+    } else if (std::shared_ptr<HostRegion> region = HostMemory().Find(r.src, r.bytes)) {
+      // Pinned memory the library knows: copied in place, and kept alive
+      // until the synchronisation below.
+      pinned.push_back(std::move(region));
+    } else {
+      status = ctx.staging().ToDevice(device_ + r.offset, r.src, r.bytes, ctx.stream(), what);
+      continue;
     }
     CUresult result = driver::Api().cuMemcpyHtoDAsync(device_ + r.offset, source, r.bytes,
                                                       ctx.stream());
@@ -132,11 +143,21 @@ absl::Status Buffer::Download(const vyre_download_range* ranges, size_t count,
   if (total <= kStagedCopyLimit) {
     VYRE_ASSIGN_OR_RETURN(staging, ctx.pinned_pool().Acquire(total, what));
   }
+  absl::InlinedVector<std::shared_ptr<HostRegion>, 2> pinned;
   uint64_t cursor = 0;
   absl::Status status;
-  for (size_t i = 0; i < count; ++i) {
+  for (size_t i = 0; i < count && status.ok(); ++i) {
     const vyre_download_range& r = ranges[i];
     if (r.bytes == 0) continue;
+    if (!staging) {
+      std::shared_ptr<HostRegion> region = HostMemory().Find(r.dst, r.bytes);
+      if (!region) {
+        // Pageable: through the staging ring, which waits for its own pieces.
+        status = ctx.staging().ToHost(r.dst, device_ + r.offset, r.bytes, ctx.stream(), what);
+        continue;
+      }
+      pinned.push_back(std::move(region));
+    }
     void* target = staging ? static_cast<void*>(staging.host() + cursor) : r.dst;
     if (staging) cursor += *CheckedAlignUp(r.bytes, kRangeAlignment);
     CUresult result =

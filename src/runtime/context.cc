@@ -82,6 +82,7 @@ absl::Status QueryDeviceInfo(uint32_t ordinal, vyre_device_info* info) {
 
 absl::StatusOr<std::shared_ptr<Context>> Context::Create(const vyre_context_desc& desc) {
   const char* what = "vyre_context_create";
+  VYRE_ASSIGN_OR_RETURN(StagingConfig staging, ResolveStagingConfig(desc, what));
   VYRE_RETURN_IF_ERROR(CheckDeviceOrdinal(what, desc.device_ordinal));
   std::shared_ptr<Context> ctx(new Context());
   CUdevice device = 0;
@@ -107,6 +108,7 @@ absl::StatusOr<std::shared_ptr<Context>> Context::Create(const vyre_context_desc
   ctx->pinned_pool_ = std::make_unique<BlockPool>(PoolKind::kPinned, primary, pinned_limit,
                                                   &ctx->telemetry_);
   ctx->events_ = std::make_unique<EventPool>(primary);
+  ctx->staging_ = std::make_unique<StagingRing>(primary, staging, &ctx->telemetry_);
   ctx->modules_ = std::make_unique<ModuleCache>(
       primary, static_cast<int>(ctx->info_.compute_capability_major),
       static_cast<int>(ctx->info_.compute_capability_minor), &ctx->telemetry_);
@@ -130,6 +132,7 @@ Context::~Context() {
   capture_stream_.reset();
   retired_capture_streams_.clear();
   modules_.reset();
+  staging_.reset();
   events_.reset();
   pinned_pool_.reset();
   device_pool_.reset();
@@ -223,6 +226,8 @@ void Context::RetireCaptureStream() {
 }
 
 void Context::Trim() {
+  driver::ScopedContext bind(cu(), driver::ScopedContext::Purpose::kRelease);
+  staging_->Trim();
   device_pool_->Trim();
   pinned_pool_->Trim();
 }

@@ -17,6 +17,7 @@
 #include "driver/guards.h"
 #include "runtime/device_pools.h"
 #include "runtime/module_cache.h"
+#include "runtime/staging_ring.h"
 #include "runtime/telemetry.h"
 #include "vyre_cuda.h"
 
@@ -45,6 +46,8 @@ class Context {
   BlockPool& pinned_pool() { return *pinned_pool_; }
   EventPool& events() { return *events_; }
   ModuleCache& modules() { return *modules_; }
+  // Moves large pageable host data through pinned chunks (see staging_ring.h).
+  StagingRing& staging() { return *staging_; }
   // 256 zero bytes on the device: the parameter block of dispatches that pass
   // no parameter words, so kernels reading params[0] read 0, not garbage.
   CUdeviceptr zero_params() const { return zero_params_; }
@@ -91,6 +94,7 @@ class Context {
   std::unique_ptr<BlockPool> pinned_pool_;
   std::unique_ptr<EventPool> events_;
   std::unique_ptr<ModuleCache> modules_;
+  std::unique_ptr<StagingRing> staging_;
   CUdeviceptr zero_params_ = 0;
   uint64_t handle_ = 0;
 

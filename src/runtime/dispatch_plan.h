@@ -8,8 +8,9 @@
 // zeroed on the host, so ONE host-to-device copy carries the parameter words,
 // every small input and the zeroing of every small output. "Staged" bindings
 // (at most kStagedCopyLimit bytes) go through pinned memory; larger "direct"
-// ones are copied by the driver from the caller's pageable memory, and the
-// direct outputs are zeroed by one memset.
+// ones are copied by DMA in place when they lie in pinned memory the library
+// knows (vyre_host_alloc / vyre_host_register), else through the context's
+// staging ring, and the direct outputs are zeroed by one memset.
 #ifndef VYRE_RUNTIME_DISPATCH_PLAN_H_
 #define VYRE_RUNTIME_DISPATCH_PLAN_H_
 
@@ -21,6 +22,7 @@
 #include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
 #include "runtime/buffer.h"
+#include "runtime/host_memory.h"
 #include "runtime/program.h"
 #include "vyre_cuda.h"
 
@@ -36,6 +38,10 @@ struct PlannedBinding {
   void* host_output = nullptr;
   uint64_t bytes = 0;
   std::shared_ptr<Buffer> buffer;  // resident only; keeps the memory alive
+  // Direct host bindings whose input or output lies in pinned memory the
+  // library knows: copied by DMA in place (and kept alive while in use).
+  std::shared_ptr<HostRegion> input_region;
+  std::shared_ptr<HostRegion> output_region;
   uint64_t offset = 0;             // resident: offset into the buffer
   uint64_t device_offset = 0;      // host: offset into the device slab
   uint64_t pinned_offset = 0;      // staged: offset into the pinned slab

@@ -67,7 +67,11 @@ void PendingDispatch::ReleaseResources() {
   done_.reset();
   start_.reset();
   end_.reset();
-  for (PlannedBinding& b : plan_.bindings) b.buffer.reset();
+  for (PlannedBinding& b : plan_.bindings) {
+    b.buffer.reset();
+    b.input_region.reset();
+    b.output_region.reset();
+  }
 }
 
 absl::Status PendingDispatch::Enqueue(const vyre_dispatch_desc& desc, const char* what) {
@@ -142,13 +146,19 @@ absl::Status PendingDispatch::EnqueueLocked(const char* what) {
     t.h2d_operations.Add();
     t.h2d_bytes.Add(plan_.h2d_prefix_bytes);
   }
-  for (const PlannedBinding& b : plan_.bindings) {
-    if (b.host && !b.staged && b.decl->reads()) {
-      device_work_pending_ = true;
-      VYRE_CU(what, cuMemcpyHtoDAsync, device_slab_.device() + b.device_offset, b.host_input,
-              b.bytes, stream);
+  for (PlannedBinding& b : plan_.bindings) {
+    if (!b.host || b.staged) continue;
+    if (b.decl->writes()) b.output_region = HostMemory().Find(b.host_output, b.bytes);
+    if (!b.decl->reads()) continue;
+    device_work_pending_ = true;
+    const CUdeviceptr target = device_slab_.device() + b.device_offset;
+    b.input_region = HostMemory().Find(b.host_input, b.bytes);
+    if (b.input_region) {
+      VYRE_CU(what, cuMemcpyHtoDAsync, target, b.host_input, b.bytes, stream);
       t.h2d_operations.Add();
       t.h2d_bytes.Add(b.bytes);
+    } else {
+      VYRE_RETURN_IF_ERROR(ctx.staging().ToDevice(target, b.host_input, b.bytes, stream, what));
     }
   }
   if (plan_.output_region_bytes > 0) {
@@ -165,7 +175,7 @@ absl::Status PendingDispatch::EnqueueLocked(const char* what) {
     }
   }
   VYRE_RETURN_IF_ERROR(Launch(what));
-  VYRE_RETURN_IF_ERROR(EnqueueReadbacks(/*include_direct=*/synchronous_, what));
+  VYRE_RETURN_IF_ERROR(EnqueueReadbacks(what));
   if (timed) VYRE_CU(what, cuEventRecord, end_.get(), stream);
   if (!synchronous_) {
     VYRE_RETURN_IF_ERROR(done_.Acquire(&ctx.events(), /*timing=*/false));
@@ -243,12 +253,14 @@ absl::Status PendingDispatch::Launch(const char* what) {
                       &ctx.telemetry(), what);
 }
 
-absl::Status PendingDispatch::EnqueueReadbacks(bool include_direct, const char* what) {
+absl::Status PendingDispatch::EnqueueReadbacks(const char* what) {
   Context& ctx = context();
   Telemetry& t = ctx.telemetry();
   for (const PlannedBinding& b : plan_.bindings) {
     if (!b.host || !b.decl->writes()) continue;
-    if (!b.staged && !include_direct) continue;
+    // Large outputs in pageable memory go through the staging ring once the
+    // kernel is done (Finish); in pinned memory the DMA writes them in place.
+    if (!b.staged && !b.output_region) continue;
     CUdeviceptr source = device_slab_.device() + b.device_offset + b.readback_offset;
     void* target = b.staged ? static_cast<void*>(pinned_slab_.host() + b.pinned_offset +
                                                  b.readback_offset)
@@ -340,27 +352,16 @@ absl::Status PendingDispatch::Finish(const char* what) {
       timing_.device_ns = static_cast<uint64_t>(static_cast<double>(ms) * 1e6);
     }
   }
-  if (!synchronous_) {
-    // Large outputs were left on the device so the async call could return
-    // without blocking on a pageable copy; fetch them now.
-    bool direct = false;
-    for (const PlannedBinding& b : plan_.bindings) {
-      direct = direct || (b.host && !b.staged && b.decl->writes());
-    }
-    if (direct) {
-      for (const PlannedBinding& b : plan_.bindings) {
-        if (!b.host || b.staged || !b.decl->writes()) continue;
-        device_work_pending_ = true;
-        VYRE_CU(what, cuMemcpyDtoHAsync,
-                static_cast<unsigned char*>(b.host_output) + b.readback_offset,
-                device_slab_.device() + b.device_offset + b.readback_offset, b.readback_bytes,
-                ctx.stream());
-        ctx.telemetry().d2h_operations.Add();
-        ctx.telemetry().d2h_bytes.Add(b.readback_bytes);
-      }
-      VYRE_CU(what, cuStreamSynchronize, ctx.stream());
-      device_work_pending_ = false;
-    }
+  // Large outputs in pageable memory were left on the device (an async call
+  // returns without blocking on them); fetch them now through the ring.
+  for (const PlannedBinding& b : plan_.bindings) {
+    if (!b.host || b.staged || !b.decl->writes() || b.output_region) continue;
+    device_work_pending_ = true;
+    VYRE_RETURN_IF_ERROR(ctx.staging().ToHost(
+        static_cast<unsigned char*>(b.host_output) + b.readback_offset,
+        device_slab_.device() + b.device_offset + b.readback_offset, b.readback_bytes,
+        ctx.stream(), what));
+    device_work_pending_ = false;
   }
   for (const PlannedBinding& b : plan_.bindings) {
     if (b.host && b.staged && b.decl->writes()) {

@@ -22,7 +22,7 @@ namespace vyre {
 class PendingDispatch final : public PendingWork {
  public:
   // `synchronous`: the caller waits right away, so completion is a stream
-  // synchronise (no event) and large read-backs are issued at enqueue.
+  // synchronise (no event).
   PendingDispatch(std::shared_ptr<Program> program, bool synchronous);
   // Async pendings are reused (see Context::RecyclePending): Detach drops the
   // program and every resource, Attach readies the object for a new dispatch.
@@ -56,7 +56,7 @@ class PendingDispatch final : public PendingWork {
   absl::Status EnqueueLocked(const char* what);
   absl::Status Launch(const char* what);
   absl::Status UseParamCache(Program::ParamCache& cache, const char* what);
-  absl::Status EnqueueReadbacks(bool include_direct, const char* what);
+  absl::Status EnqueueReadbacks(const char* what);
   absl::Status AwaitDevice(uint64_t timeout_ns, const char* what);
   absl::Status Finish(const char* what);
   // Drains the stream if work was enqueued and not yet seen complete, then

@@ -2,6 +2,7 @@
 
 #include "runtime/buffer.h"
 #include "runtime/context.h"
+#include "runtime/host_memory.h"
 #include "runtime/pending.h"
 #include "runtime/program.h"
 #include "graph/graph.h"
@@ -56,6 +57,7 @@ void RemoveOwnedHandle(HandleType type, uint64_t bits) {
     case HandleType::kGraph: Graphs().Remove(bits, what).IgnoreError(); break;
     case HandleType::kSequence: Sequences().Remove(bits, what).IgnoreError(); break;
     case HandleType::kEgraphImage: EgraphImages().Remove(bits, what).IgnoreError(); break;
+    case HandleType::kHostMemory: HostMemory().ReleaseOwned(static_cast<uintptr_t>(bits)); break;
     case HandleType::kContext: Contexts().Remove(bits, what).IgnoreError(); break;
   }
 }

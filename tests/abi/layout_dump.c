@@ -41,6 +41,9 @@ int main(void) {
   FIELD(vyre_context_desc, device_ordinal);
   FIELD(vyre_context_desc, transient_pool_limit_bytes);
   FIELD(vyre_context_desc, pinned_pool_limit_bytes);
+  FIELD(vyre_context_desc, staging_chunk_bytes);
+  FIELD(vyre_context_desc, staging_chunk_count);
+  FIELD(vyre_context_desc, staging_threads);
 
   STRUCT(vyre_telemetry);
   FIELD(vyre_telemetry, struct_size);

@@ -64,6 +64,18 @@ std::string DescribeLastError();
 // True when VYRE_CUDA_REQUIRE_GPU=1: no usable GPU is then a failure.
 bool GpuRequired();
 
+// For a test this device cannot run (no cooperative launch, too little
+// shared memory, no NVRTC): a skip, but with VYRE_CUDA_REQUIRE_GPU=1 a
+// failure, so a required GPU run never passes with tests left out.
+#define VYRE_GPU_SKIP_OR_FAIL(reason)                                                     \
+  do {                                                                                  \
+    if (::vyre_test::GpuRequired()) {                                                   \
+      FAIL() << "VYRE_CUDA_REQUIRE_GPU=1 but the test cannot run here: " << reason;     \
+    } else {                                                                            \
+      GTEST_SKIP() << reason;                                                           \
+    }                                                                                   \
+  } while (0)
+
 // ---------------------------------------------------------------------------
 // Handles that release themselves
 // ---------------------------------------------------------------------------

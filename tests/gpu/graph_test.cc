@@ -576,8 +576,8 @@ TEST_P(ReplayMatchesEagerTest, FreshDataEveryReplay) {
   const Case& c = Cases()[std::get<0>(GetParam())];
   const Placement placement = std::get<1>(GetParam());
   if (c.dispatch_shared_bytes > device().max_shared_memory_per_block) {
-    GTEST_SKIP() << c.dispatch_shared_bytes << " bytes of shared memory exceed the device's "
-                 << device().max_shared_memory_per_block;
+    VYRE_GPU_SKIP_OR_FAIL(c.dispatch_shared_bytes << " bytes of shared memory exceed the "
+                          << "device's " << device().max_shared_memory_per_block);
   }
   ProgramHandle program;
   ASSERT_TRUE(CreateCaseProgram(context(), c, &program));
@@ -1852,7 +1852,7 @@ TEST_F(GraphTest, FreeBufferWhileAsyncReplayInFlight) {
 // ---------------------------------------------------------------------------
 
 TEST_F(GraphTest, CooperativeDispatchCannotBeRecorded) {
-  if (device().cooperative_launch == 0) GTEST_SKIP() << "no cooperative launch on this device";
+  if (device().cooperative_launch == 0) VYRE_GPU_SKIP_OR_FAIL("no cooperative launch on this device");
   ProgramHandle program;
   ASSERT_TRUE(CreateTestProgram(context(), "vyre_test_grid_sync",
                                 {Decl(VYRE_ROLE_INPUT, 4, "in"), Decl(VYRE_ROLE_OUTPUT, 4, "scratch"),

@@ -62,7 +62,7 @@ class CooperativeTest : public LimitsTest {
     LimitsTest::SetUp();
     if (IsSkipped() || HasFatalFailure()) return;
     if (device().cooperative_launch == 0) {
-      GTEST_SKIP() << device().name << " does not support cooperative launches";
+      VYRE_GPU_SKIP_OR_FAIL(device().name << " does not support cooperative launches");
     }
     ASSERT_TRUE(CreateTestProgram(context(), "vyre_test_grid_sync",
                                   {Decl(VYRE_ROLE_INPUT, 4, "in"),

@@ -242,7 +242,7 @@ TEST_F(NvrtcTest, CompiledKernelMatchesCpu) {
   ProgramHandle program;
   const vyre_status status = CreateFromSource(kTripleAddSource, "vyre_nvrtc_triple_add", &program);
   if (status == VYRE_STATUS_NVRTC_UNAVAILABLE && !GpuRequired()) {
-    GTEST_SKIP() << "NVRTC unavailable: " << LastErrorMessage();
+    VYRE_GPU_SKIP_OR_FAIL("NVRTC unavailable: " << LastErrorMessage());
   }
   ASSERT_TRUE(StatusIs(status, VYRE_STATUS_OK, "vyre_program_create(CUDA source)"));
   ASSERT_NO_FATAL_FAILURE(ExpectBinaryKernelResult(
@@ -261,7 +261,7 @@ TEST_F(NvrtcTest, CompileErrorCarriesTheLog) {
   ProgramHandle program;
   const vyre_status status = CreateFromSource(kBrokenSource, "vyre_nvrtc_broken", &program);
   if (status == VYRE_STATUS_NVRTC_UNAVAILABLE && !GpuRequired()) {
-    GTEST_SKIP() << "NVRTC unavailable: " << LastErrorMessage();
+    VYRE_GPU_SKIP_OR_FAIL("NVRTC unavailable: " << LastErrorMessage());
   }
   ASSERT_TRUE(StatusIs(status, VYRE_STATUS_COMPILE_FAILED, "vyre_program_create(broken source)"));
   EXPECT_TRUE(MessageContains(LastErrorMessage(), {"Fix:", "undeclared_identifier_xyzzy"}))

@@ -840,7 +840,7 @@ TEST_F(SequenceTest, CreateRefusesInvalidSteps) {
 
 // A cooperative DISPATCH step is refused with a Fix that says why.
 TEST_F(SequenceTest, CooperativeDispatchStepIsRefused) {
-  if (device().cooperative_launch == 0) GTEST_SKIP() << "no cooperative launch on this device";
+  if (device().cooperative_launch == 0) VYRE_GPU_SKIP_OR_FAIL("no cooperative launch on this device");
   ProgramHandle grid_sync;
   ASSERT_TRUE(CreateTestProgram(context(), "vyre_test_grid_sync",
                                 {Decl(VYRE_ROLE_INPUT, 4, "in"), Decl(VYRE_ROLE_OUTPUT, 4, "scratch"),

@@ -68,6 +68,14 @@ typedef struct fake_cuda_stats {
   uint64_t faults;
   uint64_t primary_context_resets;
   uint64_t objects_reclaimed_by_reset;
+  /* Host memory page-locked by cuMemHostRegister (levels). */
+  uint64_t registered_ranges_live;
+  uint64_t registered_bytes_live;
+  /* With FAKE_CUDA_DEFER_COPIES=1, host<->device copies run only when the
+   * host next waits (stream/event synchronise or query, context synchronise,
+   * frees) or before the next kernel, so a host that touches a copy's memory
+   * before waiting for it sees the bug. Copies run that way (cumulative). */
+  uint64_t deferred_copies;
 } fake_cuda_stats;
 
 typedef void (*fake_cuda_get_stats_fn)(fake_cuda_stats* out);

@@ -219,6 +219,9 @@ struct State {
   uint64_t device_bytes = 0;
   std::map<uintptr_t, size_t> pinned_allocations;
   uint64_t pinned_bytes = 0;
+  std::map<uintptr_t, size_t> registered;  // cuMemHostRegister: base -> bytes
+  bool defer_copies = false;               // FAKE_CUDA_DEFER_COPIES=1
+  std::vector<FakeGraphNode> deferred;     // host<->device copies not yet run
   std::set<FakeModule*> modules;
   std::map<FakeFunction*, std::unique_ptr<FakeFunction>> functions;
   std::set<FakeStream*> streams;
@@ -242,6 +245,9 @@ State& S() {
 thread_local CUcontext current_context = nullptr;
 
 using Lock = std::unique_lock<std::mutex>;
+
+// Runs the copies FAKE_CUDA_DEFER_COPIES held back (S().mu held).
+void FlushDeferred();
 
 // Reports a call the real driver would reject and the engine should never make.
 CUresult Misuse(CUresult code, const char* format, ...) __attribute__((format(printf, 2, 3)));
@@ -424,6 +430,8 @@ CUresult FakeInit(unsigned int flags) {
   if (!S().initialized) {
     S().initialized = true;
     S().capacity = MemoryCapacity();
+    const char* defer = std::getenv("FAKE_CUDA_DEFER_COPIES");
+    S().defer_copies = defer != nullptr && std::strcmp(defer, "1") == 0;
   }
   return CUDA_SUCCESS;
 }
@@ -639,6 +647,11 @@ CUresult fake_cuDevicePrimaryCtxReset(CUdevice dev) {
   s.graph_nodes.clear();
   s.graphs.clear();
   s.graph_execs.clear();
+  s.deferred.clear();
+  s.stats.registered_ranges_live = 0;
+  s.stats.registered_bytes_live = 0;
+  reclaimed += s.registered.size();
+  s.registered.clear();
   s.sticky = CUDA_SUCCESS;
   s.latent = CUDA_SUCCESS;
   ++s.stats.primary_context_resets;
@@ -680,6 +693,7 @@ CUresult fake_cuCtxSynchronize() {
     return Misuse(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, "cuCtxSynchronize while a stream captures");
   }
   WaitWhileHeld(lock);
+  FlushDeferred();
   return CUDA_SUCCESS;
 }
 
@@ -722,6 +736,7 @@ CUresult fake_cuMemFree(CUdeviceptr ptr) {
   Lock lock(S().mu);
   if (CUresult r = RequireContext("cuMemFree")) return r;
   if (CUresult r = RejectUnsafeDuringCapture("cuMemFree")) return r;
+  FlushDeferred();  // cuMemFree waits for the device
   State& s = S();
   auto it = s.device_allocations.find(static_cast<uintptr_t>(ptr));
   if (it == s.device_allocations.end()) {
@@ -754,6 +769,7 @@ CUresult fake_cuMemFreeHost(void* ptr) {
   Lock lock(S().mu);
   if (CUresult r = RequireContext("cuMemFreeHost")) return r;
   if (CUresult r = RejectUnsafeDuringCapture("cuMemFreeHost")) return r;
+  FlushDeferred();
   State& s = S();
   auto it = s.pinned_allocations.find(reinterpret_cast<uintptr_t>(ptr));
   if (it == s.pinned_allocations.end()) {
@@ -767,13 +783,62 @@ CUresult fake_cuMemFreeHost(void* ptr) {
 }
 
 // True when [ptr, ptr + bytes) lies inside one live pinned host allocation.
-bool PinnedRangeValid(const void* ptr, uint64_t bytes) {
-  const auto& allocs = S().pinned_allocations;
-  auto it = allocs.upper_bound(reinterpret_cast<uintptr_t>(ptr));
-  if (it == allocs.begin()) return false;
+bool RangeInMap(const std::map<uintptr_t, size_t>& ranges, const void* ptr, uint64_t bytes) {
+  auto it = ranges.upper_bound(reinterpret_cast<uintptr_t>(ptr));
+  if (it == ranges.begin()) return false;
   --it;
   uint64_t offset = reinterpret_cast<uintptr_t>(ptr) - it->first;
   return offset <= it->second && bytes <= it->second - offset;
+}
+
+// True when [ptr, ptr + bytes) lies inside one live pinned host allocation or
+// one cuMemHostRegister range.
+bool PinnedRangeValid(const void* ptr, uint64_t bytes) {
+  return RangeInMap(S().pinned_allocations, ptr, bytes) || RangeInMap(S().registered, ptr, bytes);
+}
+
+bool RangesOverlap(const std::map<uintptr_t, size_t>& ranges, uintptr_t begin, uint64_t bytes) {
+  auto after = ranges.lower_bound(begin);
+  if (after != ranges.end() && after->first - begin < bytes) return true;
+  if (after == ranges.begin()) return false;
+  --after;
+  return begin - after->first < after->second;
+}
+
+CUresult fake_cuMemHostRegister(void* ptr, size_t bytes, unsigned int flags) {
+  (void)flags;
+  Lock lock(S().mu);
+  if (CUresult r = RequireContext("cuMemHostRegister")) return r;
+  if (CUresult r = RejectUnsafeDuringCapture("cuMemHostRegister")) return r;
+  if (ptr == nullptr || bytes == 0) {
+    return Misuse(CUDA_ERROR_INVALID_VALUE, "cuMemHostRegister(%p, %zu)", ptr, bytes);
+  }
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(ptr);
+  if (RangesOverlap(S().registered, begin, bytes) ||
+      RangesOverlap(S().pinned_allocations, begin, bytes)) {
+    return Misuse(CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED,
+                  "cuMemHostRegister(%p, %zu): overlaps page-locked memory", ptr, bytes);
+  }
+  S().registered[begin] = bytes;
+  ++S().stats.registered_ranges_live;
+  S().stats.registered_bytes_live += bytes;
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuMemHostUnregister(void* ptr) {
+  Lock lock(S().mu);
+  if (CUresult r = RequireContext("cuMemHostUnregister")) return r;
+  if (CUresult r = RejectUnsafeDuringCapture("cuMemHostUnregister")) return r;
+  FlushDeferred();
+  auto it = S().registered.find(reinterpret_cast<uintptr_t>(ptr));
+  if (it == S().registered.end()) {
+    return Misuse(CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED,
+                  "cuMemHostUnregister(%p): not the start of a registered range", ptr);
+  }
+  --S().stats.registered_ranges_live;
+  S().stats.registered_bytes_live -= it->second;
+  S().registered.erase(it);
+  return CUDA_SUCCESS;
 }
 
 // Validates a copy or memset against live memory: when it is called (run at
@@ -841,6 +906,17 @@ void RunTransfer(const FakeGraphNode& n) {
   }
 }
 
+void FlushDeferred() {
+  State& s = S();
+  for (const FakeGraphNode& n : s.deferred) {
+    // Still checked: memory freed before the host waited is an engine bug.
+    if (CheckTransfer(n, "a deferred copy") != CUDA_SUCCESS) continue;
+    RunTransfer(n);
+    ++s.stats.deferred_copies;
+  }
+  s.deferred.clear();
+}
+
 // A copy or memset enqueued on `stream`: runs at once, or becomes a node of
 // the stream's capture. A failed call invalidates the capture.
 CUresult SubmitTransfer(CUstream stream, FakeGraphNode node, const char* fn) {
@@ -851,6 +927,11 @@ CUresult SubmitTransfer(CUstream stream, FakeGraphNode node, const char* fn) {
     return r;
   }
   if (capture == nullptr) {
+    if (S().defer_copies && (node.op == NodeOp::kCopyHtoD || node.op == NodeOp::kCopyDtoH)) {
+      S().deferred.push_back(std::move(node));
+      return CUDA_SUCCESS;
+    }
+    FlushDeferred();
     RunTransfer(node);
     return CUDA_SUCCESS;
   }
@@ -984,16 +1065,66 @@ bool IsFatbin(const unsigned char* image) {
   return StartsWith(image, kFatbinMagic, sizeof(kFatbinMagic));
 }
 
-// Kernel entries of a cubin: FUNC symbols marked STO_CUDA_ENTRY (0x10).
-// The image is trusted to be a well-formed 64-bit little-endian ELF.
-std::vector<std::string> CubinEntryNames(const unsigned char* elf) {
+// True when [offset, offset + length) lies inside `size` bytes (no overflow).
+bool Inside(uint64_t offset, uint64_t length, uint64_t size) {
+  return offset <= size && length <= size - offset;
+}
+
+// cuModuleLoadDataEx takes no size, so the fake, like the real driver, only
+// knows what an image's headers declare (the library proves the image whole
+// before it calls). The parsers below never read outside that: a cubin's
+// reads are bounded by `size` (a fatbin entry's payload size, or for a
+// cubin on its own the extent its headers declare), and forged offsets give
+// no entries instead of a wild read.
+
+// The bytes a 64-bit little-endian ELF declares through its headers: the
+// ELF header, both header tables and every section with contents. 0 when
+// the image is no such ELF or a declared end overflows.
+uint64_t ElfDeclaredSize(const unsigned char* elf) {
+  if (!IsElf(elf) || elf[4] != 2 /* ELFCLASS64 */ || elf[5] != 1 /* little endian */) return 0;
+  const uint64_t program_offset = ReadAt<uint64_t>(elf, 0x20);
+  const uint64_t section_offset = ReadAt<uint64_t>(elf, 0x28);
+  const uint64_t program_bytes =
+      uint64_t{ReadAt<uint16_t>(elf, 0x36)} * ReadAt<uint16_t>(elf, 0x38);
+  const uint16_t section_size = ReadAt<uint16_t>(elf, 0x3A);
+  const uint16_t section_count = ReadAt<uint16_t>(elf, 0x3C);
+  if (section_count > 0 && section_size < 0x40) return 0;
+  uint64_t extent = 0x40;
+  auto cover = [&](uint64_t offset, uint64_t length) {
+    if (offset > UINT64_MAX - length) return false;
+    extent = std::max(extent, offset + length);
+    return true;
+  };
+  if (!cover(program_offset, program_bytes) ||
+      !cover(section_offset, uint64_t{section_count} * section_size)) {
+    return 0;
+  }
+  for (uint32_t i = 0; i < section_count; ++i) {
+    const uint64_t header = section_offset + uint64_t{i} * section_size;
+    const uint32_t type = ReadAt<uint32_t>(elf, header + 0x04);
+    if (type == 0 /* SHT_NULL */ || type == 8 /* SHT_NOBITS */) continue;
+    if (!cover(ReadAt<uint64_t>(elf, header + 0x18), ReadAt<uint64_t>(elf, header + 0x20))) {
+      return 0;
+    }
+  }
+  return extent;
+}
+
+// Kernel entries of a cubin of `size` bytes: FUNC symbols marked
+// STO_CUDA_ENTRY (0x10).
+std::vector<std::string> CubinEntryNames(const unsigned char* elf, uint64_t size) {
   std::vector<std::string> names;
-  if (!IsElf(elf) || elf[4] != 2 /* ELFCLASS64 */ || elf[5] != 1 /* little endian */) {
+  if (size < 0x40 || !IsElf(elf) || elf[4] != 2 /* ELFCLASS64 */ ||
+      elf[5] != 1 /* little endian */) {
     return names;
   }
   const uint64_t section_offset = ReadAt<uint64_t>(elf, 0x28);
   const uint16_t section_size = ReadAt<uint16_t>(elf, 0x3A);
   const uint16_t section_count = ReadAt<uint16_t>(elf, 0x3C);
+  if (section_size < 0x40 ||
+      !Inside(section_offset, uint64_t{section_count} * section_size, size)) {
+    return names;
+  }
   auto section = [&](uint32_t i) { return section_offset + uint64_t{i} * section_size; };
   for (uint32_t i = 0; i < section_count; ++i) {
     if (ReadAt<uint32_t>(elf, section(i) + 0x04) != 2 /* SHT_SYMTAB */) continue;
@@ -1001,33 +1132,49 @@ std::vector<std::string> CubinEntryNames(const unsigned char* elf) {
     const uint64_t symbols_size = ReadAt<uint64_t>(elf, section(i) + 0x20);
     const uint32_t strings_index = ReadAt<uint32_t>(elf, section(i) + 0x28);
     const uint64_t entry_size = ReadAt<uint64_t>(elf, section(i) + 0x38);
+    if (entry_size < 24 || strings_index >= section_count ||
+        !Inside(symbols, symbols_size, size)) {
+      continue;
+    }
     const uint64_t strings = ReadAt<uint64_t>(elf, section(strings_index) + 0x18);
-    if (entry_size == 0) continue;
-    for (uint64_t at = symbols; at + entry_size <= symbols + symbols_size; at += entry_size) {
+    const uint64_t strings_size = ReadAt<uint64_t>(elf, section(strings_index) + 0x20);
+    if (!Inside(strings, strings_size, size)) continue;
+    for (uint64_t k = 0; k < symbols_size / entry_size; ++k) {
+      const uint64_t at = symbols + k * entry_size;
       const uint32_t name = ReadAt<uint32_t>(elf, at);
       const uint8_t info = elf[at + 4];
       const uint8_t other = elf[at + 5];
-      if ((info & 0xF) == 2 /* STT_FUNC */ && (other & 0x10) != 0) {
-        names.emplace_back(reinterpret_cast<const char*>(elf + strings + name));
+      if ((info & 0xF) != 2 /* STT_FUNC */ || (other & 0x10) == 0 || name >= strings_size) {
+        continue;
       }
+      const char* text = reinterpret_cast<const char*>(elf + strings + name);
+      names.emplace_back(text, strnlen(text, strings_size - name));
     }
   }
   return names;
 }
 
-// A fatbin holds cubins and PTX; collect the entries of every uncompressed one.
+// A fatbin holds cubins and PTX; collect the entries of every uncompressed
+// one. Every entry must lie inside the container's declared size.
 std::vector<std::string> FatbinEntryNames(const unsigned char* fatbin) {
   std::vector<std::string> names;
   const uint16_t header_size = ReadAt<uint16_t>(fatbin, 6);
   const uint64_t fat_size = ReadAt<uint64_t>(fatbin, 8);
-  for (uint64_t at = header_size; at + 16 <= header_size + fat_size;) {
+  if (header_size < 16 || fat_size > UINT64_MAX - header_size) return names;
+  const uint64_t end = header_size + fat_size;
+  for (uint64_t at = header_size; Inside(at, 16, end);) {
     const uint16_t kind = ReadAt<uint16_t>(fatbin, at);
     const uint32_t entry_header = ReadAt<uint32_t>(fatbin, at + 4);
     const uint64_t payload_size = ReadAt<uint64_t>(fatbin, at + 8);
-    if (entry_header == 0) break;
+    if (entry_header < 16 || !Inside(at, entry_header, end) ||
+        !Inside(at + entry_header, payload_size, end)) {
+      break;
+    }
     const unsigned char* payload = fatbin + at + entry_header;
     std::vector<std::string> found;
-    if (kind == 2 && IsElf(payload)) found = CubinEntryNames(payload);
+    if (kind == 2 && payload_size >= 0x40 && IsElf(payload)) {
+      found = CubinEntryNames(payload, payload_size);
+    }
     if (kind == 1) {
       found = PtxEntryNames(reinterpret_cast<const char*>(payload),
                             static_cast<size_t>(payload_size));
@@ -1041,7 +1188,7 @@ std::vector<std::string> FatbinEntryNames(const unsigned char* fatbin) {
 // The kernel entries of a module image: PTX text, a cubin or a fatbin.
 std::vector<std::string> ModuleEntryNames(const void* image) {
   const auto* bytes = static_cast<const unsigned char*>(image);
-  if (IsElf(bytes)) return CubinEntryNames(bytes);
+  if (IsElf(bytes)) return CubinEntryNames(bytes, ElfDeclaredSize(bytes));
   if (IsFatbin(bytes)) return FatbinEntryNames(bytes);
   const char* text = static_cast<const char*>(image);
   return PtxEntryNames(text, std::strlen(text));
@@ -1432,7 +1579,10 @@ CUresult LaunchOrCapture(const char* fn, CUfunction function, const LaunchShape&
   }
   KernelArgs args(params, extra);
   if (!args.present()) return Misuse(CUDA_ERROR_INVALID_VALUE, "%s: no kernel parameters", fn);
-  if (capture == nullptr) return RunLaunch(f->name, shape, args, cooperative);
+  if (capture == nullptr) {
+    FlushDeferred();
+    return RunLaunch(f->name, shape, args, cooperative);
+  }
   auto node = std::make_unique<FakeGraphNode>();
   node->op = NodeOp::kKernel;
   node->module_serial = f->module->serial;
@@ -1514,6 +1664,7 @@ CUresult fake_cuStreamSynchronize(CUstream stream) {
   if (CUresult r = RejectImplicitCaptureDependency(stream, "cuStreamSynchronize")) return r;
   if (CUresult r = RejectUnsafeDuringCapture("cuStreamSynchronize")) return r;
   WaitWhileHeld(lock);
+  FlushDeferred();
   return CUDA_SUCCESS;
 }
 
@@ -1522,7 +1673,9 @@ CUresult fake_cuStreamQuery(CUstream stream) {
   if (CUresult r = RequireContext("cuStreamQuery")) return r;
   if (CUresult r = CheckStream(stream, "cuStreamQuery")) return r;
   if (CUresult r = RejectOnCapturingStream(stream, "cuStreamQuery")) return r;
-  return S().hold ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS;
+  if (S().hold) return CUDA_ERROR_NOT_READY;
+  FlushDeferred();
+  return CUDA_SUCCESS;
 }
 
 CUresult fake_cuEventCreate(CUevent* event, unsigned int flags) {
@@ -1579,6 +1732,7 @@ CUresult fake_cuEventSynchronize(CUevent event) {
                   "cuEventSynchronize on an event last recorded in a capturing stream");
   }
   WaitWhileHeld(lock);
+  FlushDeferred();
   return CUDA_SUCCESS;
 }
 
@@ -1591,7 +1745,9 @@ CUresult fake_cuEventQuery(CUevent event) {
     return Misuse(CUDA_ERROR_CAPTURED_EVENT,
                   "cuEventQuery on an event last recorded in a capturing stream");
   }
-  return S().hold ? CUDA_ERROR_NOT_READY : CUDA_SUCCESS;
+  if (S().hold) return CUDA_ERROR_NOT_READY;
+  FlushDeferred();
+  return CUDA_SUCCESS;
 }
 
 CUresult fake_cuEventElapsedTime(float* ms, CUevent start, CUevent end) {
@@ -1884,6 +2040,7 @@ CUresult fake_cuGraphLaunch(CUgraphExec exec, CUstream stream) {
   if (S().latent != CUDA_SUCCESS) return CUDA_SUCCESS;  // a latent fault: accepted, dropped
   FakeGraphExec* x = FindGraphExec(exec);
   if (CUresult r = CheckGraphLaunch(x, exec, stream, "cuGraphLaunch")) return r;
+  FlushDeferred();
   fake_cuda_stats& st = S().stats;
   ++st.graph_launches;
   for (const FakeGraphNode& n : x->nodes) {
@@ -2021,6 +2178,8 @@ const ProcEntry kProcs[] = {
     FAKE_PROC(cuMemFree),
     FAKE_PROC(cuMemHostAlloc),
     FAKE_PROC(cuMemFreeHost),
+    FAKE_PROC(cuMemHostRegister),
+    FAKE_PROC(cuMemHostUnregister),
     FAKE_PROC(cuMemcpyHtoDAsync),
     FAKE_PROC(cuMemcpyDtoHAsync),
     FAKE_PROC(cuMemsetD8Async),

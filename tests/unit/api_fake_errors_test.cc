@@ -257,7 +257,9 @@ TEST_F(ErrorsTest, NullOutPointersAndDescriptors) {
 TEST_F(ErrorsTest, ContextDescStructSize) {
   vyre_context_desc desc = VYRE_CONTEXT_DESC_INIT;
   vyre_context context{0};
-  for (uint32_t size : TooSmallSizes<vyre_context_desc>()) {
+  // Version 1 ended before the staging fields; smaller is refused.
+  for (uint32_t size :
+       TooSmallSizes<vyre_context_desc>(offsetof(vyre_context_desc, staging_chunk_bytes))) {
     vyre_context_desc small = WithStructSize(desc, size);
     EXPECT_VYRE_ERROR(vyre_context_create(&small, &context), VYRE_STATUS_UNSUPPORTED_STRUCT_SIZE)
         << size;

@@ -23,7 +23,8 @@
 // Every pointer passed points at real memory of at least the length claimed.
 //
 // Environment:
-//   VYRE_TORTURE_SEED=<n>  reproduce a run (the seed is printed at start)
+//   VYRE_TORTURE_SEED=<n>  reproduce a run (the seed is printed at start;
+//                          fixed by default, "random" for a fresh one)
 //   VYRE_TORTURE_OPS=<n>   operations to run (default 20000)
 #include <gtest/gtest.h>
 
@@ -698,13 +699,19 @@ struct WithTail {
   uint8_t tail[32];
 };
 
+// `v1_size`: the struct's first released size; sizes from it up to sizeof(T)
+// are older versions, accepted with the missing fields read as zero.
 template <typename T>
-void RandomizeStructSize(Rng* rng, WithTail<T>* d, bool* well_formed) {
+void RandomizeStructSize(Rng* rng, WithTail<T>* d, bool* well_formed,
+                         size_t v1_size = sizeof(T)) {
   std::memset(d->tail, 0, sizeof(d->tail));
   uint32_t size = sizeof(T);
   switch (rng->Below(20)) {
     case 0: size = 0; break;
-    case 1: size = uint32_t(rng->Range(1, sizeof(T) - 1)); break;
+    case 1: size = uint32_t(rng->Range(1, v1_size - 1)); break;
+    case 4:
+      if (v1_size < sizeof(T)) size = uint32_t(rng->Range(v1_size, sizeof(T) - 1));
+      break;
     case 2: size = sizeof(T) + uint32_t(rng->Range(1, sizeof(d->tail))); break;  // zero tail: OK
     case 3:
       size = sizeof(T) + uint32_t(rng->Range(1, sizeof(d->tail)));
@@ -712,17 +719,20 @@ void RandomizeStructSize(Rng* rng, WithTail<T>* d, bool* well_formed) {
       break;
     default: break;
   }
-  if (size != sizeof(T) && !(size > sizeof(T) && std::all_of(d->tail, d->tail + sizeof(d->tail),
-                                                             [](uint8_t b) { return b == 0; }))) {
-    *well_formed = false;
-  }
+  const bool older_version = size >= v1_size && size < sizeof(T);
+  const bool zero_tail = size > sizeof(T) && std::all_of(d->tail, d->tail + sizeof(d->tail),
+                                                         [](uint8_t b) { return b == 0; });
+  if (size != sizeof(T) && !older_version && !zero_tail) *well_formed = false;
   std::memcpy(&d->value, &size, sizeof(size));  // struct_size is the first member
 }
+
+// vyre_context_desc before the staging fields.
+constexpr size_t kContextDescV1Size = offsetof(vyre_context_desc, staging_chunk_bytes);
 
 void Torture::ContextCreate() {
   WithTail<vyre_context_desc> desc{VYRE_CONTEXT_DESC_INIT, {}};
   bool well_formed = true;
-  RandomizeStructSize(&rng_, &desc, &well_formed);
+  RandomizeStructSize(&rng_, &desc, &well_formed, kContextDescV1Size);
   if (rng_.Chance(0.1)) {
     desc.value.device_ordinal = uint32_t(rng_.Range(1, 5));
     well_formed = false;
@@ -2867,11 +2877,17 @@ void Torture::PrintSummary() const {
   }
 }
 
+// A fixed seed by default, so CI is reproducible; VYRE_TORTURE_SEED=<n>
+// replays a run and VYRE_TORTURE_SEED=random explores new ones.
 uint64_t SeedFromEnvironment() {
+  constexpr uint64_t kDefaultSeed = 0x5EED2026112300ull;
   const char* text = std::getenv("VYRE_TORTURE_SEED");
-  if (text != nullptr && *text != '\0') return std::strtoull(text, nullptr, 0);
-  std::random_device device;
-  return (uint64_t{device()} << 32) | device();
+  if (text == nullptr || *text == '\0') return kDefaultSeed;
+  if (std::strcmp(text, "random") == 0) {
+    std::random_device device;
+    return (uint64_t{device()} << 32) | device();
+  }
+  return std::strtoull(text, nullptr, 0);
 }
 
 int OperationsFromEnvironment() {

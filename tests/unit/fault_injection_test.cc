@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include <array>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <set>
@@ -50,6 +51,7 @@ bool MayBeAbsorbed(Entry entry) {
   switch (entry) {
     case Entry::k_cuMemFree:
     case Entry::k_cuMemFreeHost:
+    case Entry::k_cuMemHostUnregister:
     case Entry::k_cuModuleUnload:
     case Entry::k_cuStreamDestroy:
     case Entry::k_cuEventDestroy:
@@ -73,6 +75,7 @@ bool LeavesDriverObjectBehind(Entry entry) {
   switch (entry) {
     case Entry::k_cuMemFree:
     case Entry::k_cuMemFreeHost:
+    case Entry::k_cuMemHostUnregister:
     case Entry::k_cuModuleUnload:
     case Entry::k_cuStreamDestroy:
     case Entry::k_cuEventDestroy:
@@ -478,6 +481,124 @@ TEST_F(FaultInjectionTest, ContextCreateAndDestroy) {
              // context is still destroyed.
              {Entry::k_cuStreamSynchronize, Entry::k_cuCtxSynchronize}};
   Sweep(s);
+}
+
+// Host bindings over the staging limit, through a ring of two 64 KiB chunks
+// (so every binding wraps it), sync and async; pinned chunks and events are
+// allocated on first use after each trim.
+TEST_F(FaultInjectionTest, LargeHostDispatchThroughTheStagingRing) {
+  ASSERT_VYRE_OK(vyre_context_destroy(context_));
+  vyre_context_desc desc = VYRE_CONTEXT_DESC_INIT;
+  desc.staging_chunk_bytes = 64 * 1024;
+  desc.staging_chunk_count = 2;
+  desc.staging_threads = 2;
+  context_ = vyre_context{0};
+  ASSERT_VYRE_OK(vyre_context_create(&desc, &context_));
+  vyre_program add = MakeProgram(context_, AddSpec());
+  const size_t n = 70000;  // 280,000 bytes per binding: 5 pieces
+  std::vector<uint32_t> a = RandomNonZeroU32(n, 11), b = RandomNonZeroU32(n, 12), out, out2;
+  const std::vector<uint32_t> expected = CpuAdd(a, b);
+  Scenario s{"large host dispatch through the staging ring",
+             [&] {
+               out.assign(n, kPoison);
+               out2.assign(n, kPoison);
+             },
+             [&]() -> vyre_status {
+               DispatchSpec d;
+               d.bindings = {HostIn(a.data(), n * 4), HostIn(b.data(), n * 4),
+                             HostOut(out.data(), n * 4)};
+               d.param_words = {uint32_t(n)};
+               vyre_dispatch_desc dd = d.Desc();
+               vyre_status status = vyre_dispatch(add, &dd, nullptr);
+               if (status != VYRE_STATUS_OK) return status;
+               d.bindings[2] = HostOut(out2.data(), n * 4);
+               dd = d.Desc();
+               vyre_pending pending{0};
+               status = vyre_dispatch_async(add, &dd, &pending);
+               if (status != VYRE_STATUS_OK) return status;
+               status = vyre_pending_wait(pending, VYRE_WAIT_FOREVER);
+               SavedError first = SaveError();
+               vyre_status released = vyre_pending_release(pending);
+               if (status != VYRE_STATUS_OK) {
+                 EXPECT_VYRE_OK(released) << "releasing a pending whose wait failed";
+                 return Replay(first);
+               }
+               return released;
+             },
+             [&]() -> ::testing::AssertionResult {
+               ::testing::AssertionResult sync = SameU32(out, expected);
+               if (!sync) return sync;
+               return SameU32(out2, expected);
+             }};
+  Sweep(s);
+  EXPECT_VYRE_OK(vyre_program_destroy(add));
+}
+
+// Large uploads and downloads through the ring, and the same bytes from and
+// into pinned and registered host memory, copied in place.
+TEST_F(FaultInjectionTest, LargeCopiesAndPinnedHostMemory) {
+  ASSERT_VYRE_OK(vyre_context_destroy(context_));
+  vyre_context_desc desc = VYRE_CONTEXT_DESC_INIT;
+  desc.staging_chunk_bytes = 64 * 1024;
+  desc.staging_chunk_count = 3;
+  desc.staging_threads = 1;
+  context_ = vyre_context{0};
+  ASSERT_VYRE_OK(vyre_context_create(&desc, &context_));
+  const size_t bytes = 300 * 1024 + 5;
+  const std::vector<uint8_t> data = RandomNonZeroBytes(bytes, 21);
+  std::vector<uint8_t> back, registered_back;
+  std::vector<uint8_t> pinned_back;
+  void* caller_memory = std::aligned_alloc(4096, 76 * 4096);
+  ASSERT_NE(caller_memory, nullptr);
+  Scenario s{"large copies and pinned host memory",
+             [&] {
+               back.assign(bytes, 0);
+               pinned_back.assign(bytes, 0);
+               registered_back.assign(bytes, 0);
+             },
+             [&]() -> vyre_status {
+               vyre_buffer buffer{0};
+               void* pinned = nullptr;
+               bool registered = false;
+               vyre_status status = vyre_buffer_alloc(context_, bytes, &buffer);
+               if (status == VYRE_STATUS_OK)
+                 status = vyre_buffer_upload(buffer, 0, data.data(), bytes);
+               if (status == VYRE_STATUS_OK)
+                 status = vyre_buffer_download(buffer, 0, back.data(), bytes);
+               if (status == VYRE_STATUS_OK) status = vyre_host_alloc(context_, bytes, &pinned);
+               if (status == VYRE_STATUS_OK) {
+                 std::memset(pinned, 0, bytes);
+                 status = vyre_buffer_download(buffer, 0, pinned, bytes);
+               }
+               if (status == VYRE_STATUS_OK) {
+                 std::memcpy(pinned_back.data(), pinned, bytes);
+                 status = vyre_host_register(context_, caller_memory, bytes);
+                 registered = status == VYRE_STATUS_OK;
+               }
+               if (status == VYRE_STATUS_OK) {
+                 std::memcpy(caller_memory, pinned, bytes);
+                 status = vyre_buffer_upload(buffer, 0, caller_memory, bytes);
+               }
+               if (status == VYRE_STATUS_OK)
+                 status = vyre_buffer_download(buffer, 0, registered_back.data(), bytes);
+               SavedError first = SaveError();
+               if (registered) EXPECT_VYRE_OK(vyre_host_unregister(caller_memory));
+               if (pinned != nullptr) EXPECT_VYRE_OK(vyre_host_free(pinned));
+               if (buffer.bits != 0) EXPECT_VYRE_OK(vyre_buffer_free(buffer));
+               if (status != VYRE_STATUS_OK) return Replay(first);
+               return VYRE_STATUS_OK;
+             },
+             [&]() -> ::testing::AssertionResult {
+               if (FirstMismatch(back.data(), data.data(), bytes) != -1)
+                 return ::testing::AssertionFailure() << "pageable round trip differs";
+               if (FirstMismatch(pinned_back.data(), data.data(), bytes) != -1)
+                 return ::testing::AssertionFailure() << "download into pinned memory differs";
+               if (FirstMismatch(registered_back.data(), data.data(), bytes) != -1)
+                 return ::testing::AssertionFailure() << "upload from registered memory differs";
+               return ::testing::AssertionSuccess();
+             }};
+  Sweep(s);
+  std::free(caller_memory);
 }
 
 }  // namespace

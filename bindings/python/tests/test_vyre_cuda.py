@@ -1204,6 +1204,50 @@ class GpuTest(unittest.TestCase):
                 check_sum(self, a, b, outs[2], f"host n={n}")
                 self.assertGreater(outs.timing["wall_ns"], 0)
 
+    def test_pinned_and_registered_host_memory(self):
+        n = (1 << 18) + 5  # over the 256 KiB staging limit: copied in place
+        a, b = self.data(n)
+        with self.ctx.pinned(4 * n) as pa, self.ctx.pinned(4 * n) as pout:
+            self.assertFalse(pa.closed)
+            self.assertEqual(pa.address % 4096, 0)
+            pa.view[:] = memoryview(a).cast("B")
+            out_memory = bytearray(4 * n)
+            with self.ctx.register(out_memory) as reg:
+                self.assertFalse(reg.closed)
+                before = self.ctx.telemetry()
+                self.prog.dispatch([pa, b, out_memory], params=[n])
+                after = self.ctx.telemetry()
+                check_sum(self, a, b, out_memory, "pinned input, registered output")
+                self.assertEqual(after["d2h_operations"] - before["d2h_operations"], 1)
+                # And the other way round, async.
+                pout.view[:] = b"\xa5" * (4 * n)
+                self.prog.dispatch_async([a, b, pout], params=[n]).wait()
+                check_sum(self, a, b, pout.view, "pinned output, async")
+            self.assertTrue(reg.closed)
+            reg.close()  # idempotent
+        self.assertTrue(pa.closed)
+        with self.assertRaises(ValueError):
+            pa.view
+        with self.assertRaises(vc.VyreError) as raised:
+            self.ctx.pinned(0)
+        self.assertEqual(raised.exception.status, vc.Status.INVALID_ARGUMENT)
+        self.assertIn("Fix:", str(raised.exception))
+        with self.assertRaises(ValueError):
+            self.ctx.register(bytearray())
+
+    def test_staging_options(self):
+        n = (1 << 19) + 7
+        a, b = self.data(n)
+        with vc.Context(staging_chunk_bytes=64 * 1024, staging_chunk_count=3,
+                        staging_threads=2) as ctx:
+            with ctx.program(ADD_PTX, "vyre_test_add_u32", ADD_BINDINGS) as prog:
+                outs = prog.dispatch([a, b, 4 * n], params=[n])
+                check_sum(self, a, b, outs[2], "small staging chunks")
+        with self.assertRaises(vc.VyreError) as raised:
+            vc.Context(staging_chunk_bytes=1000)
+        self.assertEqual(raised.exception.status, vc.Status.INVALID_ARGUMENT)
+        self.assertIn("staging_chunk_bytes", str(raised.exception))
+
     def test_vector_add_resident(self):
         n = (1 << 20) + 3
         a, b = self.data(n)

@@ -72,7 +72,8 @@ __all__ = [
     "Status", "Role", "CodeKind", "ParamKind", "Source", "LogLevel", "GraphNodeKind", "StepKind",
     "EgraphDevice", "EgraphColumn",
     "VyreError", "LibraryLoadError", "Binding", "BufferRange",
-    "Context", "Buffer", "Program", "Pending", "Outputs", "Graph", "Sequence",
+    "Context", "Buffer", "PinnedMemory", "Registration", "Program", "Pending", "Outputs",
+    "Graph", "Sequence",
     "Step", "DispatchStep", "FillStep", "CopyStep", "UploadStep", "DownloadStep", "Repeat",
     "EgraphImage", "EgraphRebuildResult",
     "load", "version", "version_string", "status_name", "last_error", "last_error_log",
@@ -268,6 +269,9 @@ class ContextDescStruct(Structure):
         ("device_ordinal", c_uint32),
         ("transient_pool_limit_bytes", c_uint64),
         ("pinned_pool_limit_bytes", c_uint64),
+        ("staging_chunk_bytes", c_uint64),
+        ("staging_chunk_count", c_uint32),
+        ("staging_threads", c_uint32),
     ]
 
 
@@ -581,6 +585,10 @@ _PROTOTYPES = {
     "vyre_buffer_upload_ranges": (_S, [BufferHandle, POINTER(UploadRangeStruct), c_size_t]),
     "vyre_buffer_download_ranges": (_S, [BufferHandle, POINTER(DownloadRangeStruct), c_size_t]),
     "vyre_buffer_info_get": (_S, [BufferHandle, POINTER(BufferInfoStruct)]),
+    "vyre_host_alloc": (_S, [ContextHandle, c_uint64, POINTER(c_void_p)]),
+    "vyre_host_free": (_S, [c_void_p]),
+    "vyre_host_register": (_S, [ContextHandle, c_void_p, c_uint64]),
+    "vyre_host_unregister": (_S, [c_void_p]),
     "vyre_program_create": (_S, [ContextHandle, POINTER(ProgramDescStruct),
                                  POINTER(ProgramHandle)]),
     "vyre_program_destroy": (_S, [ProgramHandle]),
@@ -858,6 +866,8 @@ class _HostRef:
 
 
 def _byte_view(obj, what):
+    if isinstance(obj, PinnedMemory):
+        obj = obj.array
     try:
         view = memoryview(obj)
     except TypeError:
@@ -1098,11 +1108,17 @@ class Context(_Object):
     _handle_type = ContextHandle
     _destroy = "vyre_context_destroy"
 
-    def __init__(self, device=0, transient_pool_limit_bytes=0, pinned_pool_limit_bytes=0):
+    def __init__(self, device=0, transient_pool_limit_bytes=0, pinned_pool_limit_bytes=0,
+                 staging_chunk_bytes=0, staging_chunk_count=0, staging_threads=0):
+        """The staging_* arguments tune how large pageable host data moves
+        (see vyre_context_desc); 0 keeps each default."""
         super().__init__(0, None)
         desc = _new(ContextDescStruct, device_ordinal=device,
                     transient_pool_limit_bytes=transient_pool_limit_bytes,
-                    pinned_pool_limit_bytes=pinned_pool_limit_bytes)
+                    pinned_pool_limit_bytes=pinned_pool_limit_bytes,
+                    staging_chunk_bytes=staging_chunk_bytes,
+                    staging_chunk_count=staging_chunk_count,
+                    staging_threads=staging_threads)
         handle = ContextHandle()
         _call("vyre_context_create", byref(desc), byref(handle))
         self._bits = handle.bits
@@ -1141,6 +1157,17 @@ class Context(_Object):
             raise
         return buf
 
+    def pinned(self, nbytes):
+        """nbytes (> 0) of page-locked host memory (PinnedMemory): host
+        bindings, uploads and downloads in it are copied by DMA in place."""
+        return PinnedMemory(self, nbytes)
+
+    def register(self, obj):
+        """Page-locks the memory of a writable, C-contiguous buffer (a
+        bytearray, a numpy array...) so the library copies it by DMA in
+        place; returns a Registration whose close() unregisters it."""
+        return Registration(self, obj)
+
     def program(self, code, entry, bindings, workgroup_size=256, **kwargs):
         """Builds a Program; see Program for the arguments."""
         return Program(self, code, entry, bindings, workgroup_size, **kwargs)
@@ -1156,6 +1183,111 @@ class Context(_Object):
     def egraph_image_from_nodes(self, nodes, **kwargs):
         """EgraphImage.from_nodes on this context's GPU."""
         return EgraphImage.from_nodes(nodes, context=self, **kwargs)
+
+
+class PinnedMemory:
+    """Page-locked host memory from vyre_host_alloc, owned by a Context.
+
+    It supports the buffer protocol (memoryview(p), numpy.frombuffer(p)), so
+    it can be filled, read and passed as a host binding, upload source or
+    download target; those copies then run by DMA in place. close() frees it
+    (deferred while a pending dispatch still uses it); the context's destroy
+    frees it too, after which views of it must not be used."""
+
+    def __init__(self, context, nbytes):
+        self._context = context
+        self._close_lock = threading.Lock()
+        self._address = None
+        address = c_void_p()
+        _call("vyre_host_alloc", context._h(), nbytes, byref(address))
+        self._address = address.value
+        self.nbytes = nbytes
+        self._array = (c_char * nbytes).from_address(self._address)
+
+    @property
+    def address(self):
+        """The memory's address (None once closed)."""
+        return self._address
+
+    @property
+    def closed(self):
+        return self._address is None
+
+    def __buffer__(self, flags):  # Python 3.12+; older versions: p.view
+        return self.view
+
+    @property
+    def array(self):
+        """A ctypes c_char array over the memory (supports the buffer protocol)."""
+        if self._address is None:
+            raise ValueError("PinnedMemory is closed. Fix: use it before close().")
+        return self._array
+
+    @property
+    def view(self):
+        """A writable memoryview of unsigned bytes over the memory; numpy:
+        numpy.frombuffer(p.view, dtype=...)."""
+        return memoryview(self.array).cast("B")
+
+    def close(self):
+        with self._close_lock:
+            address, self._address = self._address, None
+        if address is None or self._context.closed:
+            return
+        _call("vyre_host_free", c_void_p(address))
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def __del__(self):
+        try:
+            if getattr(self, "_address", None) is not None:
+                self.close()
+        except Exception:
+            pass
+
+
+class Registration:
+    """Caller memory page-locked with vyre_host_register; close() (or the
+    context's destroy) unregisters it. Keeps the object alive and unresizable
+    while registered."""
+
+    def __init__(self, context, obj):
+        self._context = context
+        self._ref = _writable(obj, "Context.register")
+        if self._ref.nbytes == 0:
+            raise ValueError("Context.register: the buffer is empty. Fix: register at least "
+                             "one byte.")
+        _call("vyre_host_register", context._h(), c_void_p(self._ref.address), self._ref.nbytes)
+        self.obj = obj
+
+    @property
+    def closed(self):
+        return self._ref is None
+
+    def close(self):
+        ref, self._ref = self._ref, None
+        if ref is None or self._context.closed:
+            return
+        _call("vyre_host_unregister", c_void_p(ref.address))
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def __del__(self):
+        try:
+            if getattr(self, "_ref", None) is not None:
+                self.close()
+        except Exception:
+            pass
 
 
 class BufferRange:

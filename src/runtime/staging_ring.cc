@@ -1,0 +1,231 @@
+#include "runtime/staging_ring.h"
+
+#include <algorithm>
+#include <thread>
+
+#include "base/status.h"
+#include "driver/cu_error.h"
+
+namespace vyre {
+namespace {
+
+constexpr uint64_t kKiB = 1024;
+constexpr uint64_t kMiB = kKiB * 1024;
+constexpr uint64_t kChunkGranule = 64 * kKiB;
+constexpr uint64_t kDefaultChunkBytes = 8 * kMiB;
+constexpr uint64_t kMaxChunkBytes = 256 * kMiB;
+constexpr uint32_t kDefaultChunkCount = 4;
+constexpr uint32_t kMaxChunkCount = 64;
+constexpr uint32_t kDefaultThreads = 4;
+constexpr uint32_t kMaxThreads = 64;
+constexpr uint64_t kMaxRingBytes = uint64_t{4} << 30;
+// Pieces never shrink below this: each costs a DMA enqueue and an event.
+constexpr uint64_t kMinPieceBytes = 256 * kKiB;
+
+}  // namespace
+
+absl::StatusOr<StagingConfig> ResolveStagingConfig(const vyre_context_desc& desc,
+                                                   const char* what) {
+  StagingConfig config;
+  config.chunk_bytes = desc.staging_chunk_bytes ? desc.staging_chunk_bytes : kDefaultChunkBytes;
+  if (config.chunk_bytes % kChunkGranule != 0 || config.chunk_bytes > kMaxChunkBytes) {
+    return Errorf(VYRE_STATUS_INVALID_ARGUMENT,
+                  "%s: staging_chunk_bytes is %u. Fix: use a multiple of 64 KiB from 64 KiB to "
+                  "256 MiB, or 0 for the default (8 MiB).",
+                  what, desc.staging_chunk_bytes);
+  }
+  config.chunk_count = desc.staging_chunk_count ? desc.staging_chunk_count : kDefaultChunkCount;
+  if (config.chunk_count < 2 || config.chunk_count > kMaxChunkCount) {
+    return Errorf(VYRE_STATUS_INVALID_ARGUMENT,
+                  "%s: staging_chunk_count is %u. Fix: use 2 to 64 chunks, or 0 for the "
+                  "default (4).",
+                  what, desc.staging_chunk_count);
+  }
+  if (config.chunk_bytes * config.chunk_count > kMaxRingBytes) {
+    return Errorf(VYRE_STATUS_INVALID_ARGUMENT,
+                  "%s: %u staging chunks of %u bytes would pin %u bytes, over the limit of "
+                  "4 GiB. Fix: use fewer or smaller chunks.",
+                  what, config.chunk_count, config.chunk_bytes,
+                  config.chunk_bytes * config.chunk_count);
+  }
+  if (desc.staging_threads > kMaxThreads) {
+    return Errorf(VYRE_STATUS_INVALID_ARGUMENT,
+                  "%s: staging_threads is %u. Fix: use 1 to 64 threads, or 0 for the default "
+                  "(up to 4).",
+                  what, desc.staging_threads);
+  }
+  if (desc.staging_threads != 0) {
+    config.threads = desc.staging_threads;
+  } else {
+    const unsigned hardware = std::thread::hardware_concurrency();
+    config.threads = std::max(1u, std::min(kDefaultThreads, hardware));
+  }
+  return config;
+}
+
+uint64_t StagingPieceBytes(uint64_t bytes, uint64_t chunk_bytes) {
+  // A quarter of the transfer, so that even a 1 MiB copy overlaps the host
+  // copy of one piece with the DMA of another.
+  uint64_t piece = (bytes / 4 + kChunkGranule - 1) / kChunkGranule * kChunkGranule;
+  piece = std::max(piece, kMinPieceBytes);
+  return std::min(piece, chunk_bytes);
+}
+
+StagingRing::StagingRing(CUcontext context, const StagingConfig& config, Telemetry* telemetry)
+    : context_(context),
+      config_(config),
+      telemetry_(telemetry),
+      chunks_(config.chunk_count),
+      workers_(config.threads) {}
+
+StagingRing::~StagingRing() {
+  driver::ScopedContext bind(context_, driver::ScopedContext::Purpose::kRelease);
+  std::lock_guard lock(mu_);
+  TrimLocked();
+}
+
+void StagingRing::Trim() {
+  std::lock_guard lock(mu_);
+  TrimLocked();
+}
+
+void StagingRing::TrimLocked() {
+  for (Chunk& chunk : chunks_) {
+    if (chunk.busy) {
+      // Freeing pinned memory a DMA still reads would be a use after free.
+      CUresult r = driver::Api().cuEventSynchronize(chunk.done.get());
+      if (r != CUDA_SUCCESS) driver::LogReleaseFailure("cuEventSynchronize", r);
+      chunk.busy = false;
+    }
+    chunk.pinned.reset();
+    chunk.done.reset();
+  }
+  active_ = 0;
+  next_ = 0;
+}
+
+absl::Status StagingRing::WaitChunk(Chunk& chunk, const char* what) {
+  if (!chunk.busy) return absl::OkStatus();
+  telemetry_->sync_points.Add();
+  VYRE_CU(what, cuEventSynchronize, chunk.done.get());
+  chunk.busy = false;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<size_t> StagingRing::EnsureChunks(const char* what) {
+  // Chunks are allocated in order and freed together, so the allocated ones
+  // are always a prefix. One that cannot be had (pinned memory is short)
+  // ends the prefix: the ring works on as many chunks as it has.
+  while (active_ < chunks_.size()) {
+    Chunk& chunk = chunks_[active_];
+    absl::StatusOr<OwnedBytes> pinned = OwnedBytes::Allocate(
+        OwnedBytes::Kind::kPinned, context_, telemetry_, config_.chunk_bytes, what);
+    if (!pinned.ok()) {
+      if (PublicCode(pinned.status()) != VYRE_STATUS_OUT_OF_MEMORY) return pinned.status();
+      break;
+    }
+    CUevent event = nullptr;
+    VYRE_CU(what, cuEventCreate, &event, CU_EVENT_DISABLE_TIMING);
+    chunk.done = driver::EventGuard(event);
+    chunk.pinned = *std::move(pinned);
+    ++active_;
+  }
+  if (next_ >= active_) next_ = 0;
+  return active_;
+}
+
+absl::StatusOr<StagingRing::Chunk*> StagingRing::NextChunk(const char* what) {
+  Chunk& chunk = chunks_[next_];
+  next_ = (next_ + 1) % active_;
+  VYRE_RETURN_IF_ERROR(WaitChunk(chunk, what));
+  return &chunk;
+}
+
+absl::Status StagingRing::MarkEnqueued(Chunk& chunk, CUstream stream, const char* what) {
+  VYRE_CU(what, cuEventRecord, chunk.done.get(), stream);
+  chunk.busy = true;
+  return absl::OkStatus();
+}
+
+void StagingRing::Drain(CUstream stream) {
+  CUresult r = driver::Api().cuStreamSynchronize(stream);
+  if (r != CUDA_SUCCESS) {
+    driver::LogReleaseFailure("cuStreamSynchronize", r);
+    return;
+  }
+  for (Chunk& chunk : chunks_) chunk.busy = false;
+}
+
+absl::Status StagingRing::ToDevice(CUdeviceptr dst, const void* src, uint64_t bytes,
+                                   CUstream stream, const char* what) {
+  std::lock_guard lock(mu_);
+  const auto* from = static_cast<const unsigned char*>(src);
+  VYRE_ASSIGN_OR_RETURN(size_t chunks, EnsureChunks(what));
+  if (chunks == 0) {
+    // No pinned memory to be had: the driver's own pageable path still works.
+    VYRE_CU(what, cuMemcpyHtoDAsync, dst, from, bytes, stream);
+    telemetry_->h2d_operations.Add();
+    telemetry_->h2d_bytes.Add(bytes);
+    return absl::OkStatus();
+  }
+  const uint64_t piece = StagingPieceBytes(bytes, config_.chunk_bytes);
+  for (uint64_t offset = 0; offset < bytes; offset += piece) {
+    const uint64_t n = std::min(piece, bytes - offset);
+    VYRE_ASSIGN_OR_RETURN(Chunk * chunk, NextChunk(what));
+    workers_.Copy(chunk->pinned.host(), from + offset, n);
+    VYRE_CU(what, cuMemcpyHtoDAsync, dst + offset, chunk->pinned.host(), n, stream);
+    telemetry_->h2d_operations.Add();
+    telemetry_->h2d_bytes.Add(n);
+    absl::Status marked = MarkEnqueued(*chunk, stream, what);
+    if (!marked.ok()) {
+      Drain(stream);
+      return marked;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status StagingRing::ToHost(void* dst, CUdeviceptr src, uint64_t bytes, CUstream stream,
+                                 const char* what) {
+  std::lock_guard lock(mu_);
+  auto* to = static_cast<unsigned char*>(dst);
+  VYRE_ASSIGN_OR_RETURN(size_t chunks, EnsureChunks(what));
+  if (chunks == 0) {
+    VYRE_CU(what, cuMemcpyDtoHAsync, to, src, bytes, stream);
+    telemetry_->d2h_operations.Add();
+    telemetry_->d2h_bytes.Add(bytes);
+    telemetry_->sync_points.Add();
+    VYRE_CU(what, cuStreamSynchronize, stream);
+    return absl::OkStatus();
+  }
+  const uint64_t piece = StagingPieceBytes(bytes, config_.chunk_bytes);
+  const uint64_t pieces = (bytes + piece - 1) / piece;
+  // Piece p goes through chunk (first + p) % chunks. At most `chunks` pieces
+  // are enqueued and not yet copied out, so the ring's next chunk is never
+  // one of them.
+  const size_t first = next_;
+  uint64_t enqueued = 0;
+  for (uint64_t copied = 0; copied < pieces; ++copied) {
+    while (enqueued < pieces && enqueued - copied < chunks) {
+      const uint64_t offset = enqueued * piece;
+      const uint64_t n = std::min(piece, bytes - offset);
+      VYRE_ASSIGN_OR_RETURN(Chunk * chunk, NextChunk(what));
+      VYRE_CU(what, cuMemcpyDtoHAsync, chunk->pinned.host(), src + offset, n, stream);
+      telemetry_->d2h_operations.Add();
+      telemetry_->d2h_bytes.Add(n);
+      absl::Status marked = MarkEnqueued(*chunk, stream, what);
+      if (!marked.ok()) {
+        Drain(stream);
+        return marked;
+      }
+      ++enqueued;
+    }
+    Chunk* next = &chunks_[(first + copied) % chunks];
+    VYRE_RETURN_IF_ERROR(WaitChunk(*next, what));
+    const uint64_t offset = copied * piece;
+    workers_.Copy(to + offset, next->pinned.host(), std::min(piece, bytes - offset));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace vyre
