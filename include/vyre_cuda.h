@@ -474,7 +474,11 @@ typedef struct vyre_program_desc {
   vyre_code_kind code_kind;
   /** The code; copied. */
   const void* code;
-  /** Bytes of code. For PTX and CUDA source, 0 means NUL-terminated. */
+  /** Bytes of code. For a binary, the image's exact size (required): the
+   *  cubin's or fatbin's headers are checked to lie inside it before the
+   *  driver reads it (VYRE_STATUS_INVALID_ARGUMENT otherwise). For PTX and
+   *  CUDA source, 0 means NUL-terminated; a size may count trailing NULs,
+   *  but a NUL before them is VYRE_STATUS_INVALID_ARGUMENT. */
   size_t code_size;
   /** Kernel entry name (the mangled name for C++ kernels not extern "C"). */
   const char* entry;

@@ -9,6 +9,7 @@
 #include "base/status.h"
 #include "base/struct_size.h"
 #include "driver/cu_error.h"
+#include "runtime/image_check.h"
 #include "runtime/memory.h"
 
 namespace vyre {
@@ -37,17 +38,26 @@ absl::StatusOr<absl::string_view> CodeOf(const vyre_program_desc& desc) {
   }
   const char* text = static_cast<const char*>(desc.code);
   size_t size = desc.code_size;
-  if (size == 0) {
-    if (desc.code_kind == VYRE_CODE_BINARY) {
+  if (kind == VYRE_CODE_BINARY) {
+    if (size == 0) {
       return Errorf(VYRE_STATUS_INVALID_ARGUMENT,
-                    "%s: code_size is 0 for a binary image. Fix: pass the image's size in "
-                    "bytes.",
+                    "%s: code_size is 0 for a binary image, which has no terminator to find "
+                    "its end by. Fix: pass the image's size in bytes.",
                     kWhat);
     }
+    // The driver takes no size and trusts the image's headers: prove it
+    // whole first (a cut-short cubin crashes or hangs libcuda).
+    VYRE_RETURN_IF_ERROR(CheckBinaryImage(kWhat, text, size).status());
+    return absl::string_view(text, size);
+  }
+  if (size == 0) {
     size = std::strlen(text);
-  } else if (desc.code_kind != VYRE_CODE_BINARY) {
-    // Text given with a length may or may not include its terminator.
+  } else {
+    // Text given with a length may or may not include its terminator; a NUL
+    // before that would silently cut the code short.
     while (size > 0 && text[size - 1] == '\0') --size;
+    VYRE_RETURN_IF_ERROR(
+        CheckCodeText(kWhat, kind == VYRE_CODE_PTX ? "PTX" : "CUDA source", text, size));
   }
   if (size == 0) {
     return Errorf(VYRE_STATUS_INVALID_ARGUMENT,
