@@ -15,7 +15,8 @@
  *  - Objects are named by handles: structs holding one uint64_t that never
  *    changes for the object's life. 0 means "none". Destroyed, forged and
  *    wrong-type handles are reported (STALE_HANDLE / INVALID_HANDLE), never
- *    undefined behaviour.
+ *    undefined behaviour. No handle value is ever issued twice in a process;
+ *    once a type's handle space is used up, creation gives LIMIT_EXCEEDED.
  *  - Descriptors begin with uint32_t struct_size; initialise them with the
  *    matching VYRE_*_INIT macro. A struct larger than this library knows is
  *    accepted only if its unknown tail is all zero bytes.

@@ -1,14 +1,31 @@
 // Generation-checked handle tables (the sokol_gfx scheme, widened to 64 bits).
 //
-// A handle is  [63:56] type tag | [55:32] generation | [31:0] slot index.
+// A handle is  [63:56] type tag (8 bits) | [55:24] generation (32 bits) |
+//              [23:0] slot index (24 bits).
 // The tag makes a handle of the wrong type detectable from any language; the
 // generation makes a handle to a destroyed object detectable forever after its
 // slot is reused. Objects are held by shared_ptr so a lookup keeps the object
 // alive while a call uses it even if another thread destroys the handle.
+//
+// A handle is never issued twice. Each slot issues generations 1, 2, ...,
+// 2^32 - 1, one per object it holds; a slot whose last generation is destroyed
+// is retired for good, never reused. Freed slots are reused oldest first
+// (FIFO), so a just-destroyed handle's slot is the last to come back. A type
+// has at most 2^24 slots (16,777,216 live objects at once); together they
+// issue about 7.2e16 handles, 228 years at ten million a second. When no slot
+// is free and no new one can be made, creation fails with LIMIT_EXCEEDED.
+//
+// The public ABI fixes only that a handle is one uint64_t; nothing outside
+// this file decodes it (use handle_bits::). The 32/24 split gives the
+// generation every bit a generous slot limit leaves over (the slot limit is
+// the one the previous 24-bit-generation layout enforced). Tests instantiate
+// HandleRegistry with a narrower generation and fewer slots to drive
+// retirement and exhaustion in milliseconds; the encoding stays the same.
 #ifndef VYRE_BASE_HANDLE_REGISTRY_H_
 #define VYRE_BASE_HANDLE_REGISTRY_H_
 
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <shared_mutex>
@@ -37,24 +54,47 @@ const char* HandleTypeName(HandleType type);
 const char* HandleTypeMaker(HandleType type);
 
 namespace handle_bits {
-constexpr uint32_t kGenerationMask = 0xFFFFFFu;
+constexpr unsigned kTagShift = 56;
+constexpr unsigned kGenerationBits = 32;  // [55:24]
+constexpr unsigned kSlotBits = 24;        // [23:0]
+static_assert(kGenerationBits + kSlotBits == kTagShift, "the layout fills 64 bits");
+constexpr unsigned kGenerationShift = kSlotBits;
+constexpr uint32_t kGenerationMask = 0xFFFFFFFFu;
+constexpr uint32_t kSlotMask = (1u << kSlotBits) - 1;
+// The most slots one registry can have: every index the slot field holds.
+constexpr uint32_t kMaxSlots = 1u << kSlotBits;
+
+// Wider values are cut to their field, never spill into the next one.
 inline uint64_t Pack(HandleType type, uint32_t generation, uint32_t slot) {
-  return (uint64_t{static_cast<uint8_t>(type)} << 56) |
-         (uint64_t{generation & kGenerationMask} << 32) | slot;
+  return (uint64_t{static_cast<uint8_t>(type)} << kTagShift) |
+         (uint64_t{generation & kGenerationMask} << kGenerationShift) | (slot & kSlotMask);
 }
-inline uint8_t TypeOf(uint64_t bits) { return static_cast<uint8_t>(bits >> 56); }
+inline uint8_t TypeOf(uint64_t bits) { return static_cast<uint8_t>(bits >> kTagShift); }
 inline uint32_t GenerationOf(uint64_t bits) {
-  return static_cast<uint32_t>(bits >> 32) & kGenerationMask;
+  return static_cast<uint32_t>(bits >> kGenerationShift) & kGenerationMask;
 }
-inline uint32_t SlotOf(uint64_t bits) { return static_cast<uint32_t>(bits); }
+inline uint32_t SlotOf(uint64_t bits) { return static_cast<uint32_t>(bits) & kSlotMask; }
 }  // namespace handle_bits
 
 // Describes why `bits` does not name a live object (shared by all registries).
 absl::Status HandleError(const char* what, HandleType expected, uint64_t bits, bool stale);
 
-template <typename T>
+// GenerationBits and MaxSlots are build-time parameters; the defaults are the
+// shipped layout (every bit of both fields). Tests narrow them.
+template <typename T, unsigned GenerationBits = handle_bits::kGenerationBits,
+          uint32_t MaxSlots = handle_bits::kMaxSlots>
 class HandleRegistry {
+  static_assert(GenerationBits >= 1 && GenerationBits <= handle_bits::kGenerationBits,
+                "the generation must fit its field");
+  static_assert(MaxSlots >= 1 && MaxSlots <= handle_bits::kMaxSlots,
+                "every slot index must fit its field");
+
  public:
+  // The last generation a slot issues before it is retired.
+  static constexpr uint32_t kMaxGeneration =
+      static_cast<uint32_t>((uint64_t{1} << GenerationBits) - 1);
+  static constexpr uint32_t kMaxSlots = MaxSlots;
+
   explicit HandleRegistry(HandleType type) : type_(type) {}
   HandleRegistry(const HandleRegistry&) = delete;
   HandleRegistry& operator=(const HandleRegistry&) = delete;
@@ -63,17 +103,13 @@ class HandleRegistry {
     std::unique_lock lock(mu_);
     uint32_t slot;
     if (!free_.empty()) {
-      slot = free_.back();
-      free_.pop_back();
-    } else {
-      if (slots_.size() >= kMaxSlots) {
-        return Errorf(VYRE_STATUS_OUT_OF_MEMORY,
-                      "creating a %s handle: all %u handle slots are in use. Fix: destroy "
-                      "%s objects that are no longer needed.",
-                      HandleTypeName(type_), kMaxSlots, HandleTypeName(type_));
-      }
+      slot = free_.front();  // oldest first
+      free_.pop_front();
+    } else if (slots_.size() < kMaxSlots) {
       slot = static_cast<uint32_t>(slots_.size());
       slots_.push_back(Slot{});
+    } else {
+      return Exhausted();
     }
     Slot& s = slots_[slot];
     s.object = std::move(object);
@@ -88,16 +124,22 @@ class HandleRegistry {
     return s->object;
   }
 
-  // Removes the object; the handle is stale from now on.
+  // Removes the object; the handle is stale from now on. The slot goes to the
+  // back of the free queue with its next generation, or is retired after its
+  // last one.
   absl::StatusOr<std::shared_ptr<T>> Remove(uint64_t bits, const char* what) {
     std::unique_lock lock(mu_);
     Slot* s = const_cast<Slot*>(Find(bits));
     if (s == nullptr || !s->object) return HandleError(what, type_, bits, IsStale(bits));
     std::shared_ptr<T> object = std::move(s->object);
     s->object.reset();
-    s->generation = NextGeneration(s->generation);
-    free_.push_back(handle_bits::SlotOf(bits));
     --live_;
+    if (s->generation == kMaxGeneration) {
+      ++retired_;  // stays at its last generation, empty, off the free queue
+    } else {
+      ++s->generation;
+      free_.push_back(handle_bits::SlotOf(bits));
+    }
     return object;
   }
 
@@ -106,16 +148,34 @@ class HandleRegistry {
     return live_;
   }
 
+  // Slots that issued their last generation and will never be reused.
+  size_t retired() const {
+    std::shared_lock lock(mu_);
+    return retired_;
+  }
+
  private:
-  static constexpr uint32_t kMaxSlots = 1u << 24;
   struct Slot {
-    uint32_t generation = 1;
+    uint32_t generation = 1;  // 0 is never issued
     std::shared_ptr<T> object;
   };
 
-  static uint32_t NextGeneration(uint32_t g) {
-    g = (g + 1) & handle_bits::kGenerationMask;
-    return g == 0 ? 1 : g;
+  // Called with mu_ held: no free slot and no room for a new one.
+  absl::Status Exhausted() const {
+    const char* name = HandleTypeName(type_);
+    if (retired_ == 0) {
+      return Errorf(VYRE_STATUS_LIMIT_EXCEEDED,
+                    "creating a %s handle: the %s handle space is exhausted, all %u slots "
+                    "hold live objects. Fix: destroy %s objects that are no longer needed.",
+                    name, name, kMaxSlots, name);
+    }
+    return Errorf(VYRE_STATUS_LIMIT_EXCEEDED,
+                  "creating a %s handle: the %s handle space is exhausted, %u of its %u slots "
+                  "are retired after issuing all %u of their generations and %u hold live "
+                  "objects, so a new handle would repeat a destroyed one. Fix: reuse %s "
+                  "objects instead of creating and destroying one per operation, destroy "
+                  "those no longer needed, or restart the process for a fresh handle space.",
+                  name, name, retired_, kMaxSlots, kMaxGeneration, live_, name);
   }
 
   const Slot* Find(uint64_t bits) const {
@@ -127,7 +187,8 @@ class HandleRegistry {
     return &s;
   }
 
-  // A handle is stale when its slot existed and has moved past its generation.
+  // A handle is stale when its slot existed and has moved past its generation
+  // (a retired slot keeps its last generation, empty: stale too).
   bool IsStale(uint64_t bits) const {
     if (handle_bits::TypeOf(bits) != static_cast<uint8_t>(type_)) return false;
     uint32_t slot = handle_bits::SlotOf(bits);
@@ -145,8 +206,9 @@ class HandleRegistry {
   // annotations (so TSan cannot see its happens-before edges).
   mutable std::shared_mutex mu_;
   std::vector<Slot> slots_;
-  std::vector<uint32_t> free_;
+  std::deque<uint32_t> free_;  // freed slots, oldest at the front
   size_t live_ = 0;
+  size_t retired_ = 0;
 };
 
 }  // namespace vyre

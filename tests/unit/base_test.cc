@@ -6,10 +6,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <deque>
 #include <memory>
 #include <set>
 #include <string>
 #include <thread>
+#include <unordered_set>
 #include <vector>
 
 #include "base/checked_math.h"
@@ -115,14 +117,21 @@ struct Thing {
 };
 
 TEST(HandleBitsTest, PackAndUnpack) {
-  uint64_t bits = handle_bits::Pack(HandleType::kProgram, 0x123456, 0x89ABCDEF);
+  // [63:56] tag | [55:24] generation | [23:0] slot.
+  EXPECT_EQ(handle_bits::Pack(HandleType::kBuffer, 0x11223344, 0x556677),
+            uint64_t{0x0211223344556677});
+  uint64_t bits = handle_bits::Pack(HandleType::kProgram, 0x89ABCDEF, 0x123456);
   EXPECT_EQ(handle_bits::TypeOf(bits), static_cast<uint8_t>(HandleType::kProgram));
-  EXPECT_EQ(handle_bits::GenerationOf(bits), 0x123456u);
-  EXPECT_EQ(handle_bits::SlotOf(bits), 0x89ABCDEFu);
-  // The generation is 24 bits wide; wider values are cut, never spill into the tag.
-  uint64_t wide = handle_bits::Pack(HandleType::kContext, 0xFF123456, 7);
+  EXPECT_EQ(handle_bits::GenerationOf(bits), 0x89ABCDEFu);
+  EXPECT_EQ(handle_bits::SlotOf(bits), 0x123456u);
+  // The slot is 24 bits wide; wider values are cut, never spill into the generation.
+  uint64_t wide = handle_bits::Pack(HandleType::kContext, 0xFFFFFFFF, 0xFF123456);
   EXPECT_EQ(handle_bits::TypeOf(wide), static_cast<uint8_t>(HandleType::kContext));
-  EXPECT_EQ(handle_bits::GenerationOf(wide), 0x123456u);
+  EXPECT_EQ(handle_bits::GenerationOf(wide), 0xFFFFFFFFu);
+  EXPECT_EQ(handle_bits::SlotOf(wide), 0x123456u);
+  // The shipped registry uses every bit of both fields.
+  EXPECT_EQ(HandleRegistry<int>::kMaxGeneration, 0xFFFFFFFFu);
+  EXPECT_EQ(HandleRegistry<int>::kMaxSlots, 1u << 24);
 }
 
 TEST(HandleRegistryTest, InsertAndLookup) {
@@ -265,6 +274,238 @@ TEST(HandleRegistryTest, ConcurrentInsertLookupRemove) {
   for (auto& thread : threads) thread.join();
   EXPECT_EQ(failures.load(), 0);
   EXPECT_EQ(registry.live(), 0u);
+}
+
+// A registry with 3 generations per slot (2 bits) and 4 slots: 12 handles in all.
+using TinyRegistry = HandleRegistry<Thing, 2, 4>;
+
+TEST(HandleRegistryTest, TinyGenerationNeverRepeatsAHandleUntilExhausted) {
+  static_assert(TinyRegistry::kMaxGeneration == 3, "2-bit generation");
+  TinyRegistry registry(HandleType::kBuffer);
+  std::set<uint64_t> issued;
+  std::vector<uint64_t> order;
+  absl::Status last;
+  for (int i = 0; i < 1000; ++i) {
+    auto h = registry.Insert(std::make_shared<Thing>(i));
+    if (!h.ok()) {
+      last = h.status();
+      break;
+    }
+    ASSERT_TRUE(issued.insert(*h).second) << "handle 0x" << std::hex << *h << " issued twice";
+    ASSERT_TRUE(registry.Lookup(*h, "test").ok());
+    ASSERT_TRUE(registry.Remove(*h, "test").ok());
+    order.push_back(*h);
+    // Every handle issued so far, of every earlier generation, is stale.
+    for (uint64_t old : order) {
+      absl::Status lookup = registry.Lookup(old, "test").status();
+      ASSERT_TRUE(IsStatus(lookup, VYRE_STATUS_STALE_HANDLE)) << std::hex << old;
+      EXPECT_TRUE(HasFix(lookup)) << lookup.message();
+      EXPECT_STATUS(registry.Remove(old, "test").status(), VYRE_STATUS_STALE_HANDLE);
+    }
+  }
+  EXPECT_EQ(issued.size(), 4u * 3u) << "every slot issues each of its generations once";
+  EXPECT_EQ(registry.retired(), 4u);
+  EXPECT_EQ(registry.live(), 0u);
+  EXPECT_STATUS(last, VYRE_STATUS_LIMIT_EXCEEDED);
+  EXPECT_TRUE(HasFix(last)) << last.message();
+  EXPECT_NE(std::string(last.message()).find("handle space is exhausted"), std::string::npos)
+      << last.message();
+  EXPECT_NE(std::string(last.message()).find("retired"), std::string::npos) << last.message();
+  // Exhaustion is permanent and stays an error, never a reused handle.
+  for (int i = 0; i < 10; ++i) {
+    EXPECT_STATUS(registry.Insert(std::make_shared<Thing>(i)).status(),
+                  VYRE_STATUS_LIMIT_EXCEEDED);
+  }
+  for (uint64_t old : order) {
+    EXPECT_STATUS(registry.Lookup(old, "test").status(), VYRE_STATUS_STALE_HANDLE);
+  }
+  // A lone object's slot issued generations 1, 2, 3, retired, and a fresh slot followed.
+  for (size_t i = 0; i < order.size(); ++i) {
+    EXPECT_EQ(handle_bits::SlotOf(order[i]), i / 3) << i;
+    EXPECT_EQ(handle_bits::GenerationOf(order[i]), 1 + i % 3) << i;
+  }
+}
+
+TEST(HandleRegistryTest, ARetiredSlotIsNeverReused) {
+  HandleRegistry<Thing, 2, 16> registry(HandleType::kPending);
+  // One object made and destroyed over and over: its slot issues 3 generations,
+  // retires, and the next object gets a fresh slot.
+  std::set<uint64_t> issued;
+  std::set<uint32_t> retired_slots;
+  for (int i = 0; i < 16 * 3; ++i) {
+    auto h = registry.Insert(std::make_shared<Thing>(i));
+    ASSERT_TRUE(h.ok()) << i << ": " << h.status().message();
+    const uint32_t slot = handle_bits::SlotOf(*h);
+    EXPECT_EQ(retired_slots.count(slot), 0u) << "retired slot " << slot << " came back";
+    EXPECT_EQ(slot, static_cast<uint32_t>(i / 3));
+    EXPECT_TRUE(issued.insert(*h).second);
+    ASSERT_TRUE(registry.Remove(*h, "test").ok());
+    if (handle_bits::GenerationOf(*h) == decltype(registry)::kMaxGeneration) {
+      retired_slots.insert(slot);
+    }
+    EXPECT_EQ(registry.retired(), retired_slots.size());
+  }
+  EXPECT_EQ(retired_slots.size(), 16u);
+  EXPECT_STATUS(registry.Insert(std::make_shared<Thing>(0)).status(),
+                VYRE_STATUS_LIMIT_EXCEEDED);
+}
+
+TEST(HandleRegistryTest, FreedSlotsAreReusedOldestFirst) {
+  HandleRegistry<Thing> registry(HandleType::kProgram);
+  std::vector<uint64_t> handles;
+  for (int i = 0; i < 6; ++i) {
+    auto h = registry.Insert(std::make_shared<Thing>(i));
+    ASSERT_TRUE(h.ok());
+    handles.push_back(*h);
+  }
+  // Freed in the order 3, 0, 5, 1: they come back in that order.
+  const std::vector<int> freed = {3, 0, 5, 1};
+  for (int i : freed) ASSERT_TRUE(registry.Remove(handles[i], "test").ok());
+  for (int i : freed) {
+    auto h = registry.Insert(std::make_shared<Thing>(100 + i));
+    ASSERT_TRUE(h.ok());
+    EXPECT_EQ(handle_bits::SlotOf(*h), handle_bits::SlotOf(handles[i]));
+    EXPECT_EQ(handle_bits::GenerationOf(*h), handle_bits::GenerationOf(handles[i]) + 1);
+  }
+  // With no slot free, a new one is made; a just-freed slot is the last to come back.
+  auto fresh = registry.Insert(std::make_shared<Thing>(7));
+  ASSERT_TRUE(fresh.ok());
+  EXPECT_EQ(handle_bits::SlotOf(*fresh), 6u);
+  ASSERT_TRUE(registry.Remove(handles[2], "test").ok());  // slot 2, freed first
+  ASSERT_TRUE(registry.Remove(*fresh, "test").ok());      // slot 6, freed last
+  auto next = registry.Insert(std::make_shared<Thing>(8));
+  ASSERT_TRUE(next.ok());
+  EXPECT_EQ(handle_bits::SlotOf(*next), 2u);
+  auto after = registry.Insert(std::make_shared<Thing>(9));
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(handle_bits::SlotOf(*after), 6u);
+}
+
+TEST(HandleRegistryTest, AllSlotsLiveIsLimitExceededUntilOneIsFreed) {
+  HandleRegistry<Thing, 3, 4> registry(HandleType::kContext);
+  std::vector<uint64_t> live;
+  for (int i = 0; i < 4; ++i) {
+    auto h = registry.Insert(std::make_shared<Thing>(i));
+    ASSERT_TRUE(h.ok());
+    live.push_back(*h);
+  }
+  absl::Status full = registry.Insert(std::make_shared<Thing>(4)).status();
+  EXPECT_STATUS(full, VYRE_STATUS_LIMIT_EXCEEDED);
+  EXPECT_TRUE(HasFix(full)) << full.message();
+  EXPECT_NE(std::string(full.message()).find("exhausted"), std::string::npos)
+      << full.message();
+  EXPECT_EQ(registry.live(), 4u) << "a refused insert changes nothing";
+  for (size_t i = 0; i < live.size(); ++i) {
+    auto found = registry.Lookup(live[i], "test");
+    ASSERT_TRUE(found.ok());
+    EXPECT_EQ((*found)->value, static_cast<int>(i));
+  }
+  ASSERT_TRUE(registry.Remove(live[1], "test").ok());
+  auto again = registry.Insert(std::make_shared<Thing>(5));
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(handle_bits::SlotOf(*again), 1u);
+  EXPECT_NE(*again, live[1]);
+}
+
+TEST(HandleRegistryTest, ForgedGenerationsBeyondTheWidthAreInvalid) {
+  TinyRegistry registry(HandleType::kGraph);
+  auto h = registry.Insert(std::make_shared<Thing>(1));
+  ASSERT_TRUE(h.ok());
+  const uint32_t slot = handle_bits::SlotOf(*h);
+  for (uint32_t generation : {TinyRegistry::kMaxGeneration + 1, 0x80000000u, 0xFFFFFFFFu}) {
+    const uint64_t forged = handle_bits::Pack(HandleType::kGraph, generation, slot);
+    EXPECT_STATUS(registry.Lookup(forged, "test").status(), VYRE_STATUS_INVALID_HANDLE);
+    EXPECT_STATUS(registry.Remove(forged, "test").status(), VYRE_STATUS_INVALID_HANDLE);
+  }
+  // Slot 0 is the only free slot, so it issues its generations 2 and 3 and retires:
+  // its past generations are stale, a forged future one is invalid.
+  ASSERT_TRUE(registry.Remove(*h, "test").ok());
+  for (int i = 0; i < 2; ++i) {
+    auto next = registry.Insert(std::make_shared<Thing>(2));
+    ASSERT_TRUE(next.ok());
+    EXPECT_EQ(handle_bits::SlotOf(*next), slot);
+    ASSERT_TRUE(registry.Remove(*next, "test").ok());
+  }
+  ASSERT_EQ(registry.retired(), 1u);
+  for (uint32_t generation = 1; generation <= TinyRegistry::kMaxGeneration; ++generation) {
+    EXPECT_STATUS(registry.Lookup(handle_bits::Pack(HandleType::kGraph, generation, slot),
+                                  "test").status(),
+                  VYRE_STATUS_STALE_HANDLE);
+  }
+  EXPECT_STATUS(registry.Lookup(handle_bits::Pack(HandleType::kGraph,
+                                                  TinyRegistry::kMaxGeneration + 1, slot),
+                                "test").status(),
+                VYRE_STATUS_INVALID_HANDLE);
+}
+
+TEST(HandleRegistryTest, ConcurrentUseToExhaustionNeverRepeatsAHandle) {
+  constexpr uint32_t kSlots = 64;
+  HandleRegistry<Thing, 3, kSlots> registry(HandleType::kBuffer);  // 7 generations a slot
+  constexpr int kThreads = 8;
+  std::vector<std::vector<uint64_t>> issued(kThreads);
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      while (true) {
+        auto h = registry.Insert(std::make_shared<Thing>(t));
+        if (!h.ok()) {
+          if (PublicCode(h.status()) != VYRE_STATUS_LIMIT_EXCEEDED) ++failures;
+          // Another thread may still hold the last free slots; stop once all are retired.
+          if (registry.retired() == kSlots) return;
+          std::this_thread::yield();
+          continue;
+        }
+        issued[t].push_back(*h);
+        auto found = registry.Lookup(*h, "test");
+        if (!found.ok() || (*found)->value != t) ++failures;
+        if (!registry.Remove(*h, "test").ok()) ++failures;
+        if (PublicCode(registry.Lookup(*h, "test").status()) != VYRE_STATUS_STALE_HANDLE) {
+          ++failures;
+        }
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  EXPECT_EQ(failures.load(), 0);
+  std::set<uint64_t> all;
+  size_t total = 0;
+  for (const auto& list : issued) {
+    total += list.size();
+    all.insert(list.begin(), list.end());
+  }
+  EXPECT_EQ(total, size_t{kSlots} * 7);
+  EXPECT_EQ(all.size(), total) << "a handle was issued twice";
+  EXPECT_EQ(registry.live(), 0u);
+}
+
+TEST(HandleRegistryTest, ShippedWidthNeverRepeatsAHandleOver100kCycles) {
+  HandleRegistry<Thing> registry(HandleType::kPending);
+  std::unordered_set<uint64_t> issued;
+  issued.reserve(200000);
+  // A few long-lived objects beside one made and destroyed over and over, and
+  // a small rotating window, so both a lone slot and the FIFO are exercised.
+  std::vector<uint64_t> keep;
+  for (int i = 0; i < 3; ++i) {
+    auto h = registry.Insert(std::make_shared<Thing>(-1));
+    ASSERT_TRUE(h.ok());
+    ASSERT_TRUE(issued.insert(*h).second);
+    keep.push_back(*h);
+  }
+  std::deque<uint64_t> window;
+  for (int i = 0; i < 100000; ++i) {
+    auto h = registry.Insert(std::make_shared<Thing>(i));
+    ASSERT_TRUE(h.ok()) << h.status().message();
+    ASSERT_TRUE(issued.insert(*h).second) << "cycle " << i << ": handle 0x" << std::hex << *h
+                                          << " issued twice";
+    window.push_back(*h);
+    if (window.size() > static_cast<size_t>(i % 5)) {
+      ASSERT_TRUE(registry.Remove(window.front(), "test").ok());
+      window.pop_front();
+    }
+  }
+  for (uint64_t h : keep) EXPECT_TRUE(registry.Lookup(h, "test").ok());
+  EXPECT_EQ(registry.retired(), 0u);
 }
 
 TEST(HandleRegistryTest, ErrorMessagesNameTheMaker) {
