@@ -13,6 +13,9 @@ jobs=$(nproc)
 cmake --preset cpu
 cmake --build --preset cpu -j"$jobs"
 ctest --preset cpu -j"$jobs"
+# The Rust bindings: cargo test over both crates (with and without the fake
+# driver) and their examples, against this build (needs cargo, Rust >= 1.77).
+./bindings/rust/run-tests.sh build/cpu
 cmake --preset asan
 cmake --build --preset asan -j"$jobs"
 # The Python test loads the library into an uninstrumented interpreter, which

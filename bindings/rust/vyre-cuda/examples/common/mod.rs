@@ -1,0 +1,2 @@
+//! Shared by the examples.
+pub mod kernels;

@@ -1,0 +1,290 @@
+//! Graphs: a dispatch or a sequence recorded once and replayed at the cost
+//! of one launch.
+
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+use vyre_cuda_sys as sys;
+
+use crate::context::ContextInner;
+use crate::dispatch::Args;
+use crate::error::{check, Result};
+use crate::{Arg, Context, Dispatch, Pending, Program, Timing};
+
+/// A recorded CUDA graph. `Graph<'static>` comes from
+/// [`Program::record`]; a graph recorded from a [`Sequence`](crate::Sequence)
+/// borrows it (its host upload and download memory) for `'s`.
+pub struct Graph<'s> {
+    pub(crate) handle: sys::vyre_graph,
+    pub(crate) ctx: Arc<ContextInner>,
+    pub(crate) _sequence: PhantomData<&'s mut ()>,
+}
+
+impl std::fmt::Debug for Graph<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Graph({:#x})", self.handle.bits)
+    }
+}
+
+/// What [`Graph::info`] reports.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct GraphInfo {
+    /// Recorded from a sequence (no bindings to replay with).
+    pub from_sequence: bool,
+    pub node_count: u64,
+    pub kernel_node_count: u64,
+    /// Nodes of the graph run when the host inputs are unchanged (0: none).
+    pub unchanged_input_node_count: u64,
+    /// Element count of the next replay, and the largest allowed.
+    pub element_count: u64,
+    pub capacity_elements: u64,
+    pub replays: u64,
+    /// HOST bytes each replay uploads (when inputs changed) and reads back.
+    pub host_input_bytes: u64,
+    pub host_output_bytes: u64,
+}
+
+/// The kind of a graph node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum GraphNodeKind {
+    Kernel,
+    Memcpy,
+    Memset,
+    /// Any other node type (the raw value).
+    Other(u32),
+}
+
+/// What [`Graph::update_kernel_node`] changes.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct KernelNodeUpdate {
+    pub grid: Option<[u32; 3]>,
+    pub scalars: Option<Vec<u64>>,
+}
+
+/// The inputs of a replay: one [`Arg`] per declared binding with the source
+/// it was recorded with (HOST: data of the recorded byte lengths; RESIDENT:
+/// the range to bind from now on), or none to keep the current ones; new
+/// parameter words, scalars or element count, or none to keep them.
+#[derive(Default)]
+pub struct Replay<'a> {
+    args: Option<Args>,
+    params: Option<Vec<u32>>,
+    scalars: Option<Vec<u64>>,
+    element_count: u64,
+    flags: u32,
+    _borrow: PhantomData<&'a mut [u8]>,
+}
+
+// SAFETY: a Replay only carries borrows of Pod slices and of Buffers.
+unsafe impl Send for Replay<'_> {}
+unsafe impl Sync for Replay<'_> {}
+
+impl<'a> Replay<'a> {
+    pub fn new() -> Replay<'a> {
+        Replay::default()
+    }
+    /// Appends the entry of the next declared binding.
+    pub fn arg(mut self, arg: impl Into<Arg<'a>>) -> Self {
+        self.args.get_or_insert_with(Args::default).push(arg.into());
+        self
+    }
+    pub fn args<A: Into<Arg<'a>>>(mut self, args: impl IntoIterator<Item = A>) -> Self {
+        let all = self.args.get_or_insert_with(Args::default);
+        for arg in args {
+            all.push(arg.into());
+        }
+        self
+    }
+    /// New parameter words, kept for later replays.
+    pub fn params(mut self, words: &[u32]) -> Self {
+        self.params = Some(words.to_vec());
+        self
+    }
+    /// New scalar values (raw 64-bit patterns), kept for later replays.
+    pub fn scalars(mut self, values: &[u64]) -> Self {
+        self.scalars = Some(values.to_vec());
+        self
+    }
+    /// Elements the derived grid covers (1 ..= capacity; 0 keeps it).
+    pub fn element_count(mut self, n: u64) -> Self {
+        self.element_count = n;
+        self
+    }
+    /// Record device events so the timing reports device_ns.
+    pub fn device_timing(mut self, on: bool) -> Self {
+        if on {
+            self.flags |= sys::VYRE_DISPATCH_FLAG_DEVICE_TIMING;
+        } else {
+            self.flags &= !sys::VYRE_DISPATCH_FLAG_DEVICE_TIMING;
+        }
+        self
+    }
+
+    fn raw(&self) -> sys::vyre_graph_replay_desc {
+        fn opt<T>(v: Option<&Vec<T>>) -> (*const T, usize) {
+            match v {
+                Some(v) if !v.is_empty() => (v.as_ptr(), v.len()),
+                // Empty or absent: NULL, which keeps the current values.
+                _ => (std::ptr::null(), 0),
+            }
+        }
+        let (bindings, binding_count) = opt(self.args.as_ref().map(|a| &a.raw));
+        let (param_words, param_word_count) = opt(self.params.as_ref());
+        let (scalars, scalar_count) = opt(self.scalars.as_ref());
+        sys::vyre_graph_replay_desc {
+            flags: self.flags,
+            bindings,
+            binding_count,
+            param_words,
+            param_word_count,
+            scalars,
+            scalar_count,
+            element_count: self.element_count,
+            ..Default::default()
+        }
+    }
+
+    fn check(&self, call: &'static str) -> Result<()> {
+        self.args.as_ref().map_or(Ok(()), |a| a.check(call))
+    }
+
+    fn host(&self) -> &[crate::host::HostRange] {
+        self.args.as_ref().map_or(&[], |a| &a.host)
+    }
+}
+
+impl Program {
+    /// Records `dispatch` as a graph (launching nothing). HOST bindings are
+    /// sample inputs that fix each binding's byte length; the graph does not
+    /// keep them.
+    pub fn record(&self, dispatch: &Dispatch<'_>) -> Result<Graph<'static>> {
+        dispatch.args.check("Program::record")?;
+        let desc = dispatch.raw();
+        let mut handle = sys::vyre_graph::default();
+        // SAFETY: the descriptor's pointers are valid for the call.
+        check(unsafe { sys::vyre_graph_record(self.handle, &desc, &mut handle) }, "vyre_graph_record")?;
+        Ok(Graph { handle, ctx: Arc::clone(&self.ctx), _sequence: PhantomData })
+    }
+}
+
+impl<'s> Graph<'s> {
+    /// The raw handle, for `vyre-cuda-sys` calls. Valid while `self` lives.
+    pub fn raw(&self) -> sys::vyre_graph {
+        self.handle
+    }
+
+    pub fn context(&self) -> Context {
+        Context::from_inner(&self.ctx)
+    }
+
+    /// Replays with nothing changed (`desc` NULL: a graph without HOST
+    /// bindings) and waits.
+    pub fn launch(&self) -> Result<Timing> {
+        let mut timing = sys::vyre_timing::default();
+        // SAFETY: NULL desc is allowed; a valid out-pointer.
+        check(unsafe { sys::vyre_graph_replay(self.handle, std::ptr::null(), &mut timing) }, "vyre_graph_replay")?;
+        Ok(Timing::from_raw(&timing))
+    }
+
+    /// Replays and waits; HOST outputs are written before it returns.
+    pub fn replay(&self, mut replay: Replay<'_>) -> Result<Timing> {
+        self.replay_with(&mut replay)
+    }
+
+    /// As [`replay`](Self::replay), keeping the descriptor for reuse.
+    pub fn replay_with(&self, replay: &mut Replay<'_>) -> Result<Timing> {
+        replay.check("Graph::replay")?;
+        let desc = replay.raw();
+        let mut timing = sys::vyre_timing::default();
+        // SAFETY: the descriptor's pointers are valid for the call; outputs
+        // are borrowed mutably by `replay`.
+        check(unsafe { sys::vyre_graph_replay(self.handle, &desc, &mut timing) }, "vyre_graph_replay")?;
+        Ok(Timing::from_raw(&timing))
+    }
+
+    /// Enqueues a replay; HOST inputs are read before it returns, HOST
+    /// outputs written by [`Pending::wait`]. The pending borrows the graph
+    /// and the host memory.
+    pub fn replay_async<'p>(&'p self, replay: Replay<'p>) -> Result<Pending<'p>> {
+        replay.check("Graph::replay_async")?;
+        let desc = replay.raw();
+        let mut handle = sys::vyre_pending::default();
+        // SAFETY: as for replay; host memory stays borrowed for 'p.
+        check(
+            unsafe { sys::vyre_graph_replay_async(self.handle, &desc, &mut handle) },
+            "vyre_graph_replay_async",
+        )?;
+        Ok(Pending::new(handle, Some(Arc::clone(&self.ctx)), replay.host()))
+    }
+
+    pub fn info(&self) -> Result<GraphInfo> {
+        let mut i = sys::vyre_graph_info::default();
+        // SAFETY: struct_size is set; a valid out-pointer.
+        check(unsafe { sys::vyre_graph_info_get(self.handle, &mut i) }, "vyre_graph_info_get")?;
+        Ok(GraphInfo {
+            from_sequence: i.from_sequence != 0,
+            node_count: i.node_count,
+            kernel_node_count: i.kernel_node_count,
+            unchanged_input_node_count: i.unchanged_input_node_count,
+            element_count: i.element_count,
+            capacity_elements: i.capacity_elements,
+            replays: i.replays,
+            host_input_bytes: i.host_input_bytes,
+            host_output_bytes: i.host_output_bytes,
+        })
+    }
+
+    /// The kind of node `index` (0 .. node_count, in the order work runs).
+    pub fn node_kind(&self, index: u64) -> Result<GraphNodeKind> {
+        let mut kind: sys::vyre_graph_node_kind = 0;
+        // SAFETY: a valid out-pointer.
+        check(unsafe { sys::vyre_graph_node_kind_get(self.handle, index, &mut kind) }, "vyre_graph_node_kind_get")?;
+        Ok(match kind {
+            sys::VYRE_GRAPH_NODE_KERNEL => GraphNodeKind::Kernel,
+            sys::VYRE_GRAPH_NODE_MEMCPY => GraphNodeKind::Memcpy,
+            sys::VYRE_GRAPH_NODE_MEMSET => GraphNodeKind::Memset,
+            other => GraphNodeKind::Other(other),
+        })
+    }
+
+    /// The kinds of every node, in order.
+    pub fn node_kinds(&self) -> Result<Vec<GraphNodeKind>> {
+        (0..self.info()?.node_count).map(|i| self.node_kind(i)).collect()
+    }
+
+    /// Changes the grid and/or scalars of kernel node `index` for later
+    /// replays, without capturing again.
+    pub fn update_kernel_node(&self, index: u64, update: &KernelNodeUpdate) -> Result<()> {
+        let mut raw = sys::vyre_kernel_node_update::default();
+        if let Some(grid) = update.grid {
+            raw.flags |= sys::VYRE_KERNEL_NODE_UPDATE_GRID;
+            raw.grid = grid;
+        }
+        if let Some(scalars) = &update.scalars {
+            raw.flags |= sys::VYRE_KERNEL_NODE_UPDATE_SCALARS;
+            raw.scalars = if scalars.is_empty() { std::ptr::null() } else { scalars.as_ptr() };
+            raw.scalar_count = scalars.len();
+        }
+        // SAFETY: the update's pointers are valid for the call.
+        check(
+            unsafe { sys::vyre_graph_kernel_node_update(self.handle, index, &raw) },
+            "vyre_graph_kernel_node_update",
+        )
+    }
+
+    /// Destroys the graph now and returns the library's answer.
+    pub fn destroy(mut self) -> Result<()> {
+        let handle = std::mem::take(&mut self.handle);
+        // SAFETY: the handle is ours and destroyed once.
+        check(unsafe { sys::vyre_graph_destroy(handle) }, "vyre_graph_destroy")
+    }
+}
+
+impl Drop for Graph<'_> {
+    fn drop(&mut self) {
+        if self.handle.bits != 0 {
+            // SAFETY: the handle is ours; errors are ignored in drop.
+            let _ = unsafe { sys::vyre_graph_destroy(self.handle) };
+        }
+    }
+}
