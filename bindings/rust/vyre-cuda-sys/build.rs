@@ -17,7 +17,12 @@ use std::process::Command;
 
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
-    for var in ["VYRE_CUDA_LIB_DIR", "VYRE_CUDA_NO_RPATH", "PKG_CONFIG_PATH", "PKG_CONFIG"] {
+    for var in [
+        "VYRE_CUDA_LIB_DIR",
+        "VYRE_CUDA_NO_RPATH",
+        "PKG_CONFIG_PATH",
+        "PKG_CONFIG",
+    ] {
         println!("cargo:rerun-if-env-changed={var}");
     }
 
@@ -71,7 +76,10 @@ fn pkg_config() -> Result<Vec<PathBuf>, String> {
         .map_err(|e| format!("`{program}` could not be run ({e})"))?;
     if !output.status.success() {
         let stderr = String::from_utf8_lossy(&output.stderr);
-        return Err(format!("`{program} --libs vyre_cuda` failed ({})", stderr.trim()));
+        return Err(format!(
+            "`{program} --libs vyre_cuda` failed ({})",
+            stderr.trim()
+        ));
     }
     let stdout = String::from_utf8_lossy(&output.stdout);
     let dirs: Vec<PathBuf> = stdout
@@ -83,7 +91,10 @@ fn pkg_config() -> Result<Vec<PathBuf>, String> {
     if found.is_empty() && !dirs.is_empty() {
         return Err(format!(
             "`{program} --libs vyre_cuda` names {} but none holds libvyre_cuda.so",
-            dirs.iter().map(|d| d.display().to_string()).collect::<Vec<_>>().join(", ")
+            dirs.iter()
+                .map(|d| d.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
         ));
     }
     // No -L at all: the library is in a system directory the linker searches.

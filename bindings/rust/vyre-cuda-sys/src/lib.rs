@@ -33,8 +33,11 @@ pub const VYRE_CUDA_VERSION_PATCH: u32 = 0;
 pub const fn vyre_make_version(major: u32, minor: u32, patch: u32) -> u32 {
     (major << 22) | (minor << 12) | patch
 }
-pub const VYRE_CUDA_VERSION: u32 =
-    vyre_make_version(VYRE_CUDA_VERSION_MAJOR, VYRE_CUDA_VERSION_MINOR, VYRE_CUDA_VERSION_PATCH);
+pub const VYRE_CUDA_VERSION: u32 = vyre_make_version(
+    VYRE_CUDA_VERSION_MAJOR,
+    VYRE_CUDA_VERSION_MINOR,
+    VYRE_CUDA_VERSION_PATCH,
+);
 pub const fn vyre_version_major_of(v: u32) -> u32 {
     v >> 22
 }
@@ -177,8 +180,9 @@ handles!(
 
 /// Receives log lines; may be called from any thread, concurrently, and must
 /// not call back into vyre-cuda. `message` is valid only during the call.
-pub type vyre_log_callback =
-    Option<unsafe extern "C" fn(user_data: *mut c_void, level: vyre_log_level, message: *const c_char)>;
+pub type vyre_log_callback = Option<
+    unsafe extern "C" fn(user_data: *mut c_void, level: vyre_log_level, message: *const c_char),
+>;
 
 // ---------------------------------------------------------------------------
 // Structs
@@ -821,15 +825,25 @@ extern "C" {
     pub fn vyre_device_info_get(ordinal: u32, out: *mut vyre_device_info) -> vyre_status;
 
     // Contexts
-    pub fn vyre_context_create(desc: *const vyre_context_desc, out: *mut vyre_context) -> vyre_status;
+    pub fn vyre_context_create(
+        desc: *const vyre_context_desc,
+        out: *mut vyre_context,
+    ) -> vyre_status;
     pub fn vyre_context_destroy(context: vyre_context) -> vyre_status;
-    pub fn vyre_context_device_info(context: vyre_context, out: *mut vyre_device_info) -> vyre_status;
+    pub fn vyre_context_device_info(
+        context: vyre_context,
+        out: *mut vyre_device_info,
+    ) -> vyre_status;
     pub fn vyre_context_telemetry(context: vyre_context, out: *mut vyre_telemetry) -> vyre_status;
     pub fn vyre_context_trim(context: vyre_context) -> vyre_status;
     pub fn vyre_context_selftest(context: vyre_context) -> vyre_status;
 
     // Resident buffers
-    pub fn vyre_buffer_alloc(context: vyre_context, bytes: u64, out: *mut vyre_buffer) -> vyre_status;
+    pub fn vyre_buffer_alloc(
+        context: vyre_context,
+        bytes: u64,
+        out: *mut vyre_buffer,
+    ) -> vyre_status;
     pub fn vyre_buffer_free(buffer: vyre_buffer) -> vyre_status;
     pub fn vyre_buffer_upload(
         buffer: vyre_buffer,
@@ -856,9 +870,14 @@ extern "C" {
     pub fn vyre_buffer_info_get(buffer: vyre_buffer, out: *mut vyre_buffer_info) -> vyre_status;
 
     // Pinned host memory
-    pub fn vyre_host_alloc(context: vyre_context, bytes: u64, out: *mut *mut c_void) -> vyre_status;
+    pub fn vyre_host_alloc(context: vyre_context, bytes: u64, out: *mut *mut c_void)
+        -> vyre_status;
     pub fn vyre_host_free(pointer: *mut c_void) -> vyre_status;
-    pub fn vyre_host_register(context: vyre_context, pointer: *mut c_void, bytes: u64) -> vyre_status;
+    pub fn vyre_host_register(
+        context: vyre_context,
+        pointer: *mut c_void,
+        bytes: u64,
+    ) -> vyre_status;
     pub fn vyre_host_unregister(pointer: *mut c_void) -> vyre_status;
 
     // Programs

@@ -99,7 +99,15 @@ fn c_type_to_rust(decl: &str, has_name: bool) -> String {
     let mut ty = base.to_string();
     for level in 0..depth {
         let innermost = level == 0;
-        ty = format!("{}{}", if innermost && is_const { "*const " } else { "*mut " }, ty);
+        ty = format!(
+            "{}{}",
+            if innermost && is_const {
+                "*const "
+            } else {
+                "*mut "
+            },
+            ty
+        );
     }
     ty
 }
@@ -118,25 +126,41 @@ fn header_functions(text: &str) -> BTreeMap<String, Function> {
         let open = decl.find('(').unwrap();
         let close = decl.rfind(')').unwrap();
         let head = squash(&decl[..open]);
-        let (ret, name) = head.rsplit_once(' ').expect("function without a return type");
+        let (ret, name) = head
+            .rsplit_once(' ')
+            .expect("function without a return type");
         let params_text = squash(&decl[open + 1..close]);
         let params = if params_text == "void" || params_text.is_empty() {
             Vec::new()
         } else {
-            params_text.split(',').map(|p| c_type_to_rust(p.trim(), true)).collect()
+            params_text
+                .split(',')
+                .map(|p| c_type_to_rust(p.trim(), true))
+                .collect()
         };
-        out.insert(name.to_string(), Function { params, ret: c_type_to_rust(ret, false) });
+        out.insert(
+            name.to_string(),
+            Function {
+                params,
+                ret: c_type_to_rust(ret, false),
+            },
+        );
     }
     out
 }
 
 fn rust_type(ty: &str) -> String {
-    squash(&ty.replace("core::ffi::", "").replace("* const", "*const").replace("* mut", "*mut"))
+    squash(
+        &ty.replace("core::ffi::", "")
+            .replace("* const", "*const")
+            .replace("* mut", "*mut"),
+    )
 }
 
 /// The functions declared in this crate's extern block, read from its source.
 fn rust_functions() -> BTreeMap<String, Function> {
-    let source = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/src/lib.rs")).unwrap();
+    let source =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/src/lib.rs")).unwrap();
     let source = strip_comments(&source);
     let block = &source[source.find("extern \"C\" {").expect("no extern block")..];
     let mut out = BTreeMap::new();
@@ -151,7 +175,11 @@ fn rust_functions() -> BTreeMap<String, Function> {
             .map(|p| rust_type(p.split_once(':').expect("parameter without a type").1))
             .collect();
         let tail = &piece[close + 1..piece.find(';').unwrap()];
-        let ret = tail.trim().strip_prefix("->").map(rust_type).unwrap_or_else(|| "()".into());
+        let ret = tail
+            .trim()
+            .strip_prefix("->")
+            .map(rust_type)
+            .unwrap_or_else(|| "()".into());
         out.insert(name, Function { params, ret });
     }
     out
@@ -160,12 +188,22 @@ fn rust_functions() -> BTreeMap<String, Function> {
 #[test]
 fn every_header_function_is_declared_with_its_types() {
     let header = header_functions(&header_text());
-    assert!(header.len() > 40, "only {} functions found in the header", header.len());
+    assert!(
+        header.len() > 40,
+        "only {} functions found in the header",
+        header.len()
+    );
     let rust = rust_functions();
     let missing: Vec<_> = header.keys().filter(|n| !rust.contains_key(*n)).collect();
     let extra: Vec<_> = rust.keys().filter(|n| !header.contains_key(*n)).collect();
-    assert!(missing.is_empty(), "declared in vyre_cuda.h but not in vyre-cuda-sys: {missing:?}");
-    assert!(extra.is_empty(), "declared in vyre-cuda-sys but not in vyre_cuda.h: {extra:?}");
+    assert!(
+        missing.is_empty(),
+        "declared in vyre_cuda.h but not in vyre-cuda-sys: {missing:?}"
+    );
+    assert!(
+        extra.is_empty(),
+        "declared in vyre-cuda-sys but not in vyre_cuda.h: {extra:?}"
+    );
     for (name, c) in &header {
         let r = &rust[name];
         assert_eq!(r.params.len(), c.params.len(), "{name}: parameter count");
@@ -185,30 +223,73 @@ macro_rules! addresses {
 #[test]
 fn every_function_links() {
     let linked = addresses!(
-        vyre_version, vyre_status_name, vyre_last_error, vyre_last_error_log,
-        vyre_set_log_callback, vyre_device_count, vyre_device_info_get, vyre_context_create,
-        vyre_context_destroy, vyre_context_device_info, vyre_context_telemetry, vyre_context_trim,
-        vyre_context_selftest, vyre_buffer_alloc, vyre_buffer_free, vyre_buffer_upload,
-        vyre_buffer_download, vyre_buffer_upload_ranges, vyre_buffer_download_ranges,
-        vyre_buffer_info_get, vyre_host_alloc, vyre_host_free, vyre_host_register,
-        vyre_host_unregister, vyre_program_create, vyre_program_destroy, vyre_dispatch,
-        vyre_dispatch_async, vyre_pending_poll, vyre_pending_wait, vyre_pending_timing,
-        vyre_pending_release, vyre_graph_record, vyre_graph_replay, vyre_graph_replay_async,
-        vyre_graph_destroy, vyre_graph_info_get, vyre_graph_node_kind_get,
-        vyre_graph_kernel_node_update, vyre_sequence_create, vyre_sequence_run,
-        vyre_sequence_record, vyre_sequence_destroy, vyre_egraph_image_create,
-        vyre_egraph_image_destroy, vyre_egraph_image_read, vyre_egraph_image_write,
-        vyre_egraph_image_info_get, vyre_egraph_pass, vyre_egraph_rebuild,
+        vyre_version,
+        vyre_status_name,
+        vyre_last_error,
+        vyre_last_error_log,
+        vyre_set_log_callback,
+        vyre_device_count,
+        vyre_device_info_get,
+        vyre_context_create,
+        vyre_context_destroy,
+        vyre_context_device_info,
+        vyre_context_telemetry,
+        vyre_context_trim,
+        vyre_context_selftest,
+        vyre_buffer_alloc,
+        vyre_buffer_free,
+        vyre_buffer_upload,
+        vyre_buffer_download,
+        vyre_buffer_upload_ranges,
+        vyre_buffer_download_ranges,
+        vyre_buffer_info_get,
+        vyre_host_alloc,
+        vyre_host_free,
+        vyre_host_register,
+        vyre_host_unregister,
+        vyre_program_create,
+        vyre_program_destroy,
+        vyre_dispatch,
+        vyre_dispatch_async,
+        vyre_pending_poll,
+        vyre_pending_wait,
+        vyre_pending_timing,
+        vyre_pending_release,
+        vyre_graph_record,
+        vyre_graph_replay,
+        vyre_graph_replay_async,
+        vyre_graph_destroy,
+        vyre_graph_info_get,
+        vyre_graph_node_kind_get,
+        vyre_graph_kernel_node_update,
+        vyre_sequence_create,
+        vyre_sequence_run,
+        vyre_sequence_record,
+        vyre_sequence_destroy,
+        vyre_egraph_image_create,
+        vyre_egraph_image_destroy,
+        vyre_egraph_image_read,
+        vyre_egraph_image_write,
+        vyre_egraph_image_info_get,
+        vyre_egraph_pass,
+        vyre_egraph_rebuild,
         vyre_egraph_rebuild_async,
     );
     let names: BTreeSet<String> = linked.iter().map(|(n, _)| n.to_string()).collect();
     let header: BTreeSet<String> = header_functions(&header_text()).into_keys().collect();
-    assert_eq!(names, header, "the address list differs from the header's functions");
+    assert_eq!(
+        names, header,
+        "the address list differs from the header's functions"
+    );
     for (name, address) in linked {
         assert_ne!(address, 0, "{name}");
     }
     let v = unsafe { sys::vyre_version() };
-    assert_eq!(sys::vyre_version_major_of(v), sys::VYRE_CUDA_VERSION_MAJOR, "library major version");
+    assert_eq!(
+        sys::vyre_version_major_of(v),
+        sys::VYRE_CUDA_VERSION_MAJOR,
+        "library major version"
+    );
 }
 
 // ---------------------------------------------------------------------------
@@ -229,7 +310,10 @@ fn header_structs(text: &str) -> BTreeMap<String, Vec<String>> {
             .filter(|f| !f.is_empty())
             .map(|f| {
                 let f = f.split('[').next().unwrap();
-                f.rsplit(|c: char| c.is_whitespace() || c == '*').next().unwrap().to_string()
+                f.rsplit(|c: char| c.is_whitespace() || c == '*')
+                    .next()
+                    .unwrap()
+                    .to_string()
             })
             .collect();
         out.insert(name, fields);
@@ -245,14 +329,24 @@ fn header_constants(text: &str) -> BTreeSet<String> {
         let line = line.trim();
         if let Some((name, _)) = line.split_once('=') {
             let name = name.trim();
-            if name.starts_with("VYRE_") && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+            if name.starts_with("VYRE_")
+                && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+            {
                 out.insert(name.to_string());
             }
         }
     }
-    for name in ["VYRE_CUDA_VERSION_MAJOR", "VYRE_CUDA_VERSION_MINOR", "VYRE_CUDA_VERSION_PATCH",
-                 "VYRE_CUDA_VERSION", "VYRE_WAIT_FOREVER"] {
-        assert!(text.contains(&format!("#define {name}")), "{name} is not defined in the header");
+    for name in [
+        "VYRE_CUDA_VERSION_MAJOR",
+        "VYRE_CUDA_VERSION_MINOR",
+        "VYRE_CUDA_VERSION_PATCH",
+        "VYRE_CUDA_VERSION",
+        "VYRE_WAIT_FOREVER",
+    ] {
+        assert!(
+            text.contains(&format!("#define {name}")),
+            "{name} is not defined in the header"
+        );
         out.insert(name.to_string());
     }
     out
@@ -261,7 +355,8 @@ fn header_constants(text: &str) -> BTreeSet<String> {
 /// The `VYRE_*_INIT` macro of a struct (vyre_device_info -> VYRE_DEVICE_INFO_INIT).
 fn init_macro(text: &str, name: &str) -> Option<String> {
     let macro_name = format!("{}_INIT", name.to_uppercase());
-    text.contains(&format!("#define {macro_name} ")).then_some(macro_name)
+    text.contains(&format!("#define {macro_name} "))
+        .then_some(macro_name)
 }
 
 struct Layout {
@@ -398,35 +493,85 @@ macro_rules! constants {
 
 fn rust_constants() -> BTreeMap<String, u64> {
     constants!(
-        VYRE_CUDA_VERSION_MAJOR, VYRE_CUDA_VERSION_MINOR, VYRE_CUDA_VERSION_PATCH, VYRE_CUDA_VERSION,
+        VYRE_CUDA_VERSION_MAJOR,
+        VYRE_CUDA_VERSION_MINOR,
+        VYRE_CUDA_VERSION_PATCH,
+        VYRE_CUDA_VERSION,
         VYRE_WAIT_FOREVER,
-        VYRE_STATUS_OK, VYRE_STATUS_INVALID_ARGUMENT, VYRE_STATUS_INVALID_HANDLE,
-        VYRE_STATUS_STALE_HANDLE, VYRE_STATUS_UNSUPPORTED_STRUCT_SIZE, VYRE_STATUS_OUT_OF_RANGE,
-        VYRE_STATUS_NO_DRIVER, VYRE_STATUS_NO_DEVICE, VYRE_STATUS_DRIVER_TOO_OLD,
-        VYRE_STATUS_NVRTC_UNAVAILABLE, VYRE_STATUS_OUT_OF_MEMORY, VYRE_STATUS_COMPILE_FAILED,
-        VYRE_STATUS_ENTRY_NOT_FOUND, VYRE_STATUS_LIMIT_EXCEEDED, VYRE_STATUS_LAUNCH_FAILED,
-        VYRE_STATUS_TIMEOUT, VYRE_STATUS_NOT_READY, VYRE_STATUS_INVALID_STATE,
-        VYRE_STATUS_DRIVER_ERROR, VYRE_STATUS_INTERNAL, VYRE_STATUS_SHAPE_MISMATCH,
-        VYRE_STATUS_DEVICE_FAULT, VYRE_STATUS_FORCE32,
-        VYRE_LOG_ERROR, VYRE_LOG_WARNING, VYRE_LOG_INFO, VYRE_LOG_TRACE, VYRE_LOG_LEVEL_FORCE32,
-        VYRE_CODE_PTX, VYRE_CODE_BINARY, VYRE_CODE_CUDA_SOURCE, VYRE_CODE_KIND_FORCE32,
-        VYRE_ROLE_INPUT, VYRE_ROLE_OUTPUT, VYRE_ROLE_INPUT_OUTPUT, VYRE_ROLE_SHARED,
+        VYRE_STATUS_OK,
+        VYRE_STATUS_INVALID_ARGUMENT,
+        VYRE_STATUS_INVALID_HANDLE,
+        VYRE_STATUS_STALE_HANDLE,
+        VYRE_STATUS_UNSUPPORTED_STRUCT_SIZE,
+        VYRE_STATUS_OUT_OF_RANGE,
+        VYRE_STATUS_NO_DRIVER,
+        VYRE_STATUS_NO_DEVICE,
+        VYRE_STATUS_DRIVER_TOO_OLD,
+        VYRE_STATUS_NVRTC_UNAVAILABLE,
+        VYRE_STATUS_OUT_OF_MEMORY,
+        VYRE_STATUS_COMPILE_FAILED,
+        VYRE_STATUS_ENTRY_NOT_FOUND,
+        VYRE_STATUS_LIMIT_EXCEEDED,
+        VYRE_STATUS_LAUNCH_FAILED,
+        VYRE_STATUS_TIMEOUT,
+        VYRE_STATUS_NOT_READY,
+        VYRE_STATUS_INVALID_STATE,
+        VYRE_STATUS_DRIVER_ERROR,
+        VYRE_STATUS_INTERNAL,
+        VYRE_STATUS_SHAPE_MISMATCH,
+        VYRE_STATUS_DEVICE_FAULT,
+        VYRE_STATUS_FORCE32,
+        VYRE_LOG_ERROR,
+        VYRE_LOG_WARNING,
+        VYRE_LOG_INFO,
+        VYRE_LOG_TRACE,
+        VYRE_LOG_LEVEL_FORCE32,
+        VYRE_CODE_PTX,
+        VYRE_CODE_BINARY,
+        VYRE_CODE_CUDA_SOURCE,
+        VYRE_CODE_KIND_FORCE32,
+        VYRE_ROLE_INPUT,
+        VYRE_ROLE_OUTPUT,
+        VYRE_ROLE_INPUT_OUTPUT,
+        VYRE_ROLE_SHARED,
         VYRE_BINDING_ROLE_FORCE32,
-        VYRE_PARAM_BINDING, VYRE_PARAM_SCALAR32, VYRE_PARAM_SCALAR64, VYRE_PARAM_PARAM_WORDS,
-        VYRE_PARAM_NULL_POINTER, VYRE_PARAM_KIND_FORCE32,
-        VYRE_SOURCE_HOST, VYRE_SOURCE_RESIDENT, VYRE_BINDING_SOURCE_FORCE32,
-        VYRE_DISPATCH_FLAG_DEVICE_TIMING, VYRE_DISPATCH_FLAG_COOPERATIVE,
-        VYRE_GRAPH_NODE_KERNEL, VYRE_GRAPH_NODE_MEMCPY, VYRE_GRAPH_NODE_MEMSET,
-        VYRE_GRAPH_NODE_OTHER, VYRE_GRAPH_NODE_KIND_FORCE32,
-        VYRE_KERNEL_NODE_UPDATE_GRID, VYRE_KERNEL_NODE_UPDATE_SCALARS,
-        VYRE_STEP_DISPATCH, VYRE_STEP_FILL, VYRE_STEP_COPY, VYRE_STEP_UPLOAD, VYRE_STEP_DOWNLOAD,
+        VYRE_PARAM_BINDING,
+        VYRE_PARAM_SCALAR32,
+        VYRE_PARAM_SCALAR64,
+        VYRE_PARAM_PARAM_WORDS,
+        VYRE_PARAM_NULL_POINTER,
+        VYRE_PARAM_KIND_FORCE32,
+        VYRE_SOURCE_HOST,
+        VYRE_SOURCE_RESIDENT,
+        VYRE_BINDING_SOURCE_FORCE32,
+        VYRE_DISPATCH_FLAG_DEVICE_TIMING,
+        VYRE_DISPATCH_FLAG_COOPERATIVE,
+        VYRE_GRAPH_NODE_KERNEL,
+        VYRE_GRAPH_NODE_MEMCPY,
+        VYRE_GRAPH_NODE_MEMSET,
+        VYRE_GRAPH_NODE_OTHER,
+        VYRE_GRAPH_NODE_KIND_FORCE32,
+        VYRE_KERNEL_NODE_UPDATE_GRID,
+        VYRE_KERNEL_NODE_UPDATE_SCALARS,
+        VYRE_STEP_DISPATCH,
+        VYRE_STEP_FILL,
+        VYRE_STEP_COPY,
+        VYRE_STEP_UPLOAD,
+        VYRE_STEP_DOWNLOAD,
         VYRE_STEP_KIND_FORCE32,
-        VYRE_EGRAPH_DEVICE_GPU, VYRE_EGRAPH_DEVICE_CPU, VYRE_EGRAPH_DEVICE_FORCE32,
-        VYRE_EGRAPH_COLUMN_ROW_CLASSES, VYRE_EGRAPH_COLUMN_ROW_OPS,
-        VYRE_EGRAPH_COLUMN_CHILD_OFFSETS, VYRE_EGRAPH_COLUMN_CHILD_LENGTHS,
-        VYRE_EGRAPH_COLUMN_ROW_SIGNATURES, VYRE_EGRAPH_COLUMN_CHILDREN,
-        VYRE_EGRAPH_COLUMN_CANONICAL_CLASSES, VYRE_EGRAPH_COLUMN_FORCE32,
-        VYRE_EGRAPH_REBUILD_RESET, VYRE_EGRAPH_REBUILD_DEVICE_TIMING,
+        VYRE_EGRAPH_DEVICE_GPU,
+        VYRE_EGRAPH_DEVICE_CPU,
+        VYRE_EGRAPH_DEVICE_FORCE32,
+        VYRE_EGRAPH_COLUMN_ROW_CLASSES,
+        VYRE_EGRAPH_COLUMN_ROW_OPS,
+        VYRE_EGRAPH_COLUMN_CHILD_OFFSETS,
+        VYRE_EGRAPH_COLUMN_CHILD_LENGTHS,
+        VYRE_EGRAPH_COLUMN_ROW_SIGNATURES,
+        VYRE_EGRAPH_COLUMN_CHILDREN,
+        VYRE_EGRAPH_COLUMN_CANONICAL_CLASSES,
+        VYRE_EGRAPH_COLUMN_FORCE32,
+        VYRE_EGRAPH_REBUILD_RESET,
+        VYRE_EGRAPH_REBUILD_DEVICE_TIMING,
         VYRE_EGRAPH_REBUILD_COLLIDING_HASH,
     )
     .into_iter()
@@ -436,25 +581,42 @@ fn rust_constants() -> BTreeMap<String, u64> {
 
 /// Builds and runs a C program over the header; returns its output lines.
 fn run_c(program: &str) -> Vec<String> {
-    let cc = std::env::var("CC").ok().filter(|c| !c.is_empty()).unwrap_or_else(|| "cc".to_string());
+    let cc = std::env::var("CC")
+        .ok()
+        .filter(|c| !c.is_empty())
+        .unwrap_or_else(|| "cc".to_string());
     let dir = std::env::temp_dir().join(format!("vyre-cuda-sys-layout-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let src = dir.join("layout.c");
     let exe = dir.join("layout");
     std::fs::write(&src, program).unwrap();
-    let built = Command::new(&cc)
+    // CC may carry arguments ("ccache gcc", "gcc -m64").
+    let mut words = cc.split_whitespace();
+    let program = words.next().expect("CC is empty");
+    let built = Command::new(program)
+        .args(words)
         .args(["-std=c11", "-Wall", "-Werror", "-I"])
         .arg(include_dir())
         .arg(&src)
         .arg("-o")
         .arg(&exe)
         .output()
-        .unwrap_or_else(|e| panic!("cannot run the C compiler {cc:?}: {e}. Fix: install cc or set CC"));
-    assert!(built.status.success(), "{cc} failed:\n{}", String::from_utf8_lossy(&built.stderr));
+        .unwrap_or_else(|e| {
+            panic!("cannot run the C compiler {cc:?}: {e}. Fix: install cc or set CC")
+        });
+    assert!(
+        built.status.success(),
+        "{cc} failed:\n{}",
+        String::from_utf8_lossy(&built.stderr)
+    );
     let run = Command::new(&exe).output().unwrap();
     assert!(run.status.success());
     let _ = std::fs::remove_dir_all(&dir);
-    String::from_utf8(run.stdout).unwrap().lines().map(str::to_string).collect()
+    String::from_utf8(run.stdout)
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect()
 }
 
 #[test]
@@ -467,10 +629,16 @@ fn structs_and_constants_match_the_c_compiler() {
 
     let c_names: BTreeSet<&String> = structs.keys().collect();
     let r_names: BTreeSet<&String> = rust.keys().collect();
-    assert_eq!(c_names, r_names, "structs of the header vs those checked here");
+    assert_eq!(
+        c_names, r_names,
+        "structs of the header vs those checked here"
+    );
     let c_consts: BTreeSet<&String> = constants.iter().collect();
     let r_consts: BTreeSet<&String> = rust_consts.keys().collect();
-    assert_eq!(c_consts, r_consts, "enumerators and constants of the header vs vyre-cuda-sys");
+    assert_eq!(
+        c_consts, r_consts,
+        "enumerators and constants of the header vs vyre-cuda-sys"
+    );
 
     let c = String::from(
         "#include <stddef.h>\n#include <stdio.h>\n#include \"vyre_cuda.h\"\n\
@@ -509,8 +677,18 @@ fn structs_and_constants_match_the_c_compiler() {
         match parts[0] {
             "S" => {
                 let r = &rust[parts[1]];
-                assert_eq!(r.size, parts[2].parse::<usize>().unwrap(), "sizeof({})", parts[1]);
-                assert_eq!(r.align, parts[3].parse::<usize>().unwrap(), "alignof({})", parts[1]);
+                assert_eq!(
+                    r.size,
+                    parts[2].parse::<usize>().unwrap(),
+                    "sizeof({})",
+                    parts[1]
+                );
+                assert_eq!(
+                    r.align,
+                    parts[3].parse::<usize>().unwrap(),
+                    "alignof({})",
+                    parts[1]
+                );
                 let names: Vec<&str> = r.fields.iter().map(|f| f.0).collect();
                 let c_fields: Vec<&str> = structs[parts[1]].iter().map(String::as_str).collect();
                 assert_eq!(names, c_fields, "fields of {}", parts[1]);
@@ -518,20 +696,44 @@ fn structs_and_constants_match_the_c_compiler() {
             "F" => {
                 let r = &rust[parts[1]];
                 let (_, offset, size) = *r.fields.iter().find(|f| f.0 == parts[2]).unwrap();
-                assert_eq!(offset, parts[3].parse::<usize>().unwrap(), "offsetof({}, {})", parts[1], parts[2]);
-                assert_eq!(size, parts[4].parse::<usize>().unwrap(), "sizeof({}.{})", parts[1], parts[2]);
+                assert_eq!(
+                    offset,
+                    parts[3].parse::<usize>().unwrap(),
+                    "offsetof({}, {})",
+                    parts[1],
+                    parts[2]
+                );
+                assert_eq!(
+                    size,
+                    parts[4].parse::<usize>().unwrap(),
+                    "sizeof({}.{})",
+                    parts[1],
+                    parts[2]
+                );
             }
             "I" => {
                 let r = &rust[parts[1]];
                 let index = r.fields.iter().position(|f| f.0 == parts[2]).unwrap();
                 let init = r.init.as_ref().unwrap_or_else(|| {
-                    panic!("{} has an INIT macro but no Default in vyre-cuda-sys", parts[1])
+                    panic!(
+                        "{} has an INIT macro but no Default in vyre-cuda-sys",
+                        parts[1]
+                    )
                 });
                 let hex: String = init[index].iter().map(|b| format!("{b:02x}")).collect();
-                assert_eq!(hex, parts[3], "{}::default().{} vs its INIT macro", parts[1], parts[2]);
+                assert_eq!(
+                    hex, parts[3],
+                    "{}::default().{} vs its INIT macro",
+                    parts[1], parts[2]
+                );
             }
             "E" => {
-                assert_eq!(rust_consts[parts[1]], parts[2].parse::<u64>().unwrap(), "{}", parts[1]);
+                assert_eq!(
+                    rust_consts[parts[1]],
+                    parts[2].parse::<u64>().unwrap(),
+                    "{}",
+                    parts[1]
+                );
             }
             _ => panic!("unexpected line {line:?}"),
         }
@@ -550,9 +752,11 @@ fn structs_and_constants_match_the_c_compiler() {
 
 #[test]
 fn status_names_come_from_the_library() {
-    for (status, name) in [(sys::VYRE_STATUS_OK, "VYRE_STATUS_OK"),
-                           (sys::VYRE_STATUS_DEVICE_FAULT, "VYRE_STATUS_DEVICE_FAULT"),
-                           (12345, "VYRE_STATUS_UNKNOWN")] {
+    for (status, name) in [
+        (sys::VYRE_STATUS_OK, "VYRE_STATUS_OK"),
+        (sys::VYRE_STATUS_DEVICE_FAULT, "VYRE_STATUS_DEVICE_FAULT"),
+        (12345, "VYRE_STATUS_UNKNOWN"),
+    ] {
         let got = unsafe { std::ffi::CStr::from_ptr(sys::vyre_status_name(status)) };
         assert_eq!(got.to_str().unwrap(), name);
     }

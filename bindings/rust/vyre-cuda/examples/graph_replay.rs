@@ -17,16 +17,28 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let replays: usize = args.next().map_or(Ok(100), |s| s.parse())?;
     let ctx = Context::new(0)?;
     let add = Program::builder(Code::Ptx(ADD_PTX), "vyre_test_add_u32")
-        .bindings([Binding::input::<u32>(), Binding::input::<u32>(), Binding::output::<u32>()])
+        .bindings([
+            Binding::input::<u32>(),
+            Binding::input::<u32>(),
+            Binding::output::<u32>(),
+        ])
         .build(&ctx)?;
 
     // Host bindings: the sample data fixes the byte lengths; recording runs nothing.
     let (mut a, mut b) = (vec![0u32; n], vec![0u32; n]);
     let mut out = vec![0u32; n];
-    let graph = add.record(&Dispatch::new().arg(Arg::input(&a)).arg(Arg::input(&b)).arg(Arg::output(&mut out)).params(&[n as u32]))?;
+    let graph = add.record(
+        &Dispatch::new()
+            .arg(Arg::input(&a))
+            .arg(Arg::input(&b))
+            .arg(Arg::output(&mut out))
+            .params(&[n as u32]),
+    )?;
     let info = graph.info()?;
-    println!("graph: {} nodes ({} kernel), {} bytes in and {} out per replay", info.node_count,
-             info.kernel_node_count, info.host_input_bytes, info.host_output_bytes);
+    println!(
+        "graph: {} nodes ({} kernel), {} bytes in and {} out per replay",
+        info.node_count, info.kernel_node_count, info.host_input_bytes, info.host_output_bytes
+    );
 
     let mut wall = 0u64;
     for r in 0..replays {
@@ -34,27 +46,52 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             a[i] = (i * 7 + r) as u32;
             b[i] = (r * 1_000_003) as u32 ^ i as u32;
         }
-        wall += graph.replay(Replay::new().arg(Arg::input(&a)).arg(Arg::input(&b)).arg(Arg::output(&mut out)))?.wall_ns;
+        wall += graph
+            .replay(
+                Replay::new()
+                    .arg(Arg::input(&a))
+                    .arg(Arg::input(&b))
+                    .arg(Arg::output(&mut out)),
+            )?
+            .wall_ns;
         check(&a, &b, &out, &format!("replay {r}"))?;
     }
-    println!("{replays} host replays of {n} elements: {:.1} us each", wall as f64 / replays as f64 / 1e3);
+    println!(
+        "{replays} host replays of {n} elements: {:.1} us each",
+        wall as f64 / replays as f64 / 1e3
+    );
 
     // Resident bindings: rebound per replay, and a smaller element count.
     let (da, db, dout) = (ctx.upload(&a)?, ctx.upload(&b)?, ctx.alloc(4 * n as u64)?);
-    let resident = add.record(&Dispatch::new().arg(&da).arg(&db).arg(&dout).params(&[n as u32]))?;
+    let resident = add.record(
+        &Dispatch::new()
+            .arg(&da)
+            .arg(&db)
+            .arg(&dout)
+            .params(&[n as u32]),
+    )?;
     resident.launch()?;
     let mut got = vec![0u32; n];
     dout.download(0, &mut got)?;
     check(&a, &b, &got, "resident replay")?;
     let m = n / 3;
     let (ea, eb, eout) = (ctx.upload(&b)?, ctx.upload(&a)?, ctx.alloc(4 * n as u64)?);
-    resident.replay(Replay::new().arg(&ea).arg(&eb).arg(&eout).element_count(m as u64).params(&[m as u32]))?;
+    resident.replay(
+        Replay::new()
+            .arg(&ea)
+            .arg(&eb)
+            .arg(&eout)
+            .element_count(m as u64)
+            .params(&[m as u32]),
+    )?;
     eout.download(0, &mut got[..m])?;
     check(&b[..m], &a[..m], &got[..m], "rebound, fewer elements")?;
 
     let t = ctx.telemetry()?;
-    println!("telemetry: {} graph replays, {} graph launches, {} uploads skipped", t.graph_replays,
-             t.graph_launches, t.graph_uploads_skipped);
+    println!(
+        "telemetry: {} graph replays, {} graph launches, {} uploads skipped",
+        t.graph_replays, t.graph_launches, t.graph_uploads_skipped
+    );
     println!("graph_replay: OK");
     Ok(())
 }
@@ -62,7 +99,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 fn check(a: &[u32], b: &[u32], out: &[u32], what: &str) -> Result<(), String> {
     for i in 0..a.len() {
         if out[i] != a[i].wrapping_add(b[i]) {
-            return Err(format!("{what}: out[{i}] = {}, expected {}", out[i], a[i].wrapping_add(b[i])));
+            return Err(format!(
+                "{what}: out[{i}] = {}, expected {}",
+                out[i],
+                a[i].wrapping_add(b[i])
+            ));
         }
     }
     Ok(())

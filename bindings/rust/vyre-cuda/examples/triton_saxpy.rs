@@ -21,8 +21,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let n: usize = std::env::args().nth(1).map_or(Ok(1 << 20), |s| s.parse())?;
     let ctx = Context::new(0)?;
     let saxpy = Program::builder(Code::Ptx(SAXPY_PTX), "vyre_test_saxpy_f32")
-        .bindings([Binding::input::<f32>().name("x"), Binding::input_output::<f32>().name("y")])
-        .params([Param::Scalar32(0), Param::Binding(0), Param::Binding(1), Param::Scalar64(1)])
+        .bindings([
+            Binding::input::<f32>().name("x"),
+            Binding::input_output::<f32>().name("y"),
+        ])
+        .params([
+            Param::Scalar32(0),
+            Param::Binding(0),
+            Param::Binding(1),
+            Param::Scalar64(1),
+        ])
         .workgroup_size(128)
         .build(&ctx)?;
 
@@ -55,8 +63,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             return Err(format!("y[{i}] = {}, expected {expected}", ys[i]).into());
         }
     }
-    println!("saxpy over {n} floats: {:.1} us on the device, {:.1} us wall", timing.device_ns as f64 / 1e3,
-             timing.wall_ns as f64 / 1e3);
+    println!(
+        "saxpy over {n} floats: {:.1} us on the device, {:.1} us wall",
+        timing.device_ns as f64 / 1e3,
+        timing.wall_ns as f64 / 1e3
+    );
     println!("triton_saxpy: OK");
     Ok(())
 }

@@ -50,7 +50,11 @@ pub struct UploadRange<'a> {
 impl<'a> UploadRange<'a> {
     pub fn new<T: Pod>(offset: u64, src: &'a [T]) -> UploadRange<'a> {
         UploadRange {
-            raw: sys::vyre_upload_range { offset, bytes: byte_len(src), src: src.as_ptr().cast() },
+            raw: sys::vyre_upload_range {
+                offset,
+                bytes: byte_len(src),
+                src: src.as_ptr().cast(),
+            },
             _src: PhantomData,
         }
     }
@@ -66,7 +70,11 @@ pub struct DownloadRange<'a> {
 impl<'a> DownloadRange<'a> {
     pub fn new<T: Pod>(offset: u64, dst: &'a mut [T]) -> DownloadRange<'a> {
         DownloadRange {
-            raw: sys::vyre_download_range { offset, bytes: byte_len(dst), dst: dst.as_mut_ptr().cast() },
+            raw: sys::vyre_download_range {
+                offset,
+                bytes: byte_len(dst),
+                dst: dst.as_mut_ptr().cast(),
+            },
             _dst: PhantomData,
         }
     }
@@ -82,8 +90,15 @@ impl Buffer {
     pub(crate) fn alloc(ctx: &Context, bytes: u64) -> Result<Buffer> {
         let mut handle = sys::vyre_buffer::default();
         // SAFETY: a valid out-pointer.
-        check(unsafe { sys::vyre_buffer_alloc(ctx.raw(), bytes, &mut handle) }, "vyre_buffer_alloc")?;
-        Ok(Buffer { handle, bytes, ctx: Arc::clone(&ctx.inner) })
+        check(
+            unsafe { sys::vyre_buffer_alloc(ctx.raw(), bytes, &mut handle) },
+            "vyre_buffer_alloc",
+        )?;
+        Ok(Buffer {
+            handle,
+            bytes,
+            ctx: Arc::clone(&ctx.inner),
+        })
     }
 
     /// The raw handle, for `vyre-cuda-sys` calls. Valid while `self` lives.
@@ -103,25 +118,41 @@ impl Buffer {
     pub fn info(&self) -> Result<BufferInfo> {
         let mut info = sys::vyre_buffer_info::default();
         // SAFETY: struct_size is set; a valid out-pointer.
-        check(unsafe { sys::vyre_buffer_info_get(self.handle, &mut info) }, "vyre_buffer_info_get")?;
-        Ok(BufferInfo { bytes: info.bytes, device_pointer: info.device_pointer })
+        check(
+            unsafe { sys::vyre_buffer_info_get(self.handle, &mut info) },
+            "vyre_buffer_info_get",
+        )?;
+        Ok(BufferInfo {
+            bytes: info.bytes,
+            device_pointer: info.device_pointer,
+        })
     }
 
     /// The whole buffer, as a dispatch binding.
     pub fn whole(&self) -> BufferRange<'_> {
-        BufferRange { buffer: self, offset: 0, length: 0 }
+        BufferRange {
+            buffer: self,
+            offset: 0,
+            length: 0,
+        }
     }
 
     /// Bytes [offset, offset + length) (length 0: to the end), as a binding.
     pub fn range(&self, offset: u64, length: u64) -> BufferRange<'_> {
-        BufferRange { buffer: self, offset, length }
+        BufferRange {
+            buffer: self,
+            offset,
+            length,
+        }
     }
 
     /// Copies `src` into the buffer at byte `offset` and waits.
     pub fn upload<T: Pod>(&self, offset: u64, src: &[T]) -> Result<()> {
         // SAFETY: `src` is readable for its byte length during the call.
         check(
-            unsafe { sys::vyre_buffer_upload(self.handle, offset, src.as_ptr().cast(), byte_len(src)) },
+            unsafe {
+                sys::vyre_buffer_upload(self.handle, offset, src.as_ptr().cast(), byte_len(src))
+            },
             "vyre_buffer_upload",
         )
     }
@@ -132,7 +163,9 @@ impl Buffer {
         // SAFETY: `dst` is writable for its byte length during the call, and
         // any bytes are a valid T (Pod).
         check(
-            unsafe { sys::vyre_buffer_download(self.handle, offset, dst.as_mut_ptr().cast(), bytes) },
+            unsafe {
+                sys::vyre_buffer_download(self.handle, offset, dst.as_mut_ptr().cast(), bytes)
+            },
             "vyre_buffer_download",
         )
     }

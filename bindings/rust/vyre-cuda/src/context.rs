@@ -6,7 +6,7 @@ use std::sync::Arc;
 use vyre_cuda_sys as sys;
 
 use crate::error::{check, Error, Result, Status};
-use crate::{Buffer, Pod, PinnedBuffer, Registration};
+use crate::{Buffer, PinnedBuffer, Pod, Registration};
 
 /// What the driver reports about a device.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -33,7 +33,9 @@ impl DeviceInfo {
         // the last byte is forced to 0 regardless.
         let mut name = info.name;
         name[255] = 0;
-        let name = unsafe { CStr::from_ptr(name.as_ptr()) }.to_string_lossy().into_owned();
+        let name = unsafe { CStr::from_ptr(name.as_ptr()) }
+            .to_string_lossy()
+            .into_owned();
         DeviceInfo {
             ordinal: info.ordinal,
             name,
@@ -56,7 +58,10 @@ impl DeviceInfo {
 pub fn device_count() -> Result<u32> {
     let mut count = 0u32;
     // SAFETY: a valid out-pointer.
-    check(unsafe { sys::vyre_device_count(&mut count) }, "vyre_device_count")?;
+    check(
+        unsafe { sys::vyre_device_count(&mut count) },
+        "vyre_device_count",
+    )?;
     Ok(count)
 }
 
@@ -64,7 +69,10 @@ pub fn device_count() -> Result<u32> {
 pub fn device_info(ordinal: u32) -> Result<DeviceInfo> {
     let mut info = sys::vyre_device_info::default();
     // SAFETY: struct_size is set; a valid out-pointer.
-    check(unsafe { sys::vyre_device_info_get(ordinal, &mut info) }, "vyre_device_info_get")?;
+    check(
+        unsafe { sys::vyre_device_info_get(ordinal, &mut info) },
+        "vyre_device_info_get",
+    )?;
     Ok(DeviceInfo::from_raw(&info))
 }
 
@@ -130,15 +138,40 @@ macro_rules! copy_fields {
 
 impl Telemetry {
     fn from_raw(t: &sys::vyre_telemetry) -> Telemetry {
-        copy_fields!(t, Telemetry {
-            h2d_bytes, h2d_operations, d2h_bytes, d2h_operations, memset_operations,
-            kernel_launches, sync_points, dispatches, transient_pool_hits, transient_pool_misses,
-            transient_pool_cached_bytes, pinned_pool_hits, pinned_pool_misses,
-            pinned_pool_cached_bytes, module_cache_hits, module_cache_misses, module_loads,
-            device_bytes_live, pinned_bytes_live, live_buffers, live_programs, live_pendings,
-            graph_records, graph_replays, graph_uploads_skipped, graph_launches, sequence_runs,
-            live_graphs, live_sequences,
-        })
+        copy_fields!(
+            t,
+            Telemetry {
+                h2d_bytes,
+                h2d_operations,
+                d2h_bytes,
+                d2h_operations,
+                memset_operations,
+                kernel_launches,
+                sync_points,
+                dispatches,
+                transient_pool_hits,
+                transient_pool_misses,
+                transient_pool_cached_bytes,
+                pinned_pool_hits,
+                pinned_pool_misses,
+                pinned_pool_cached_bytes,
+                module_cache_hits,
+                module_cache_misses,
+                module_loads,
+                device_bytes_live,
+                pinned_bytes_live,
+                live_buffers,
+                live_programs,
+                live_pendings,
+                graph_records,
+                graph_replays,
+                graph_uploads_skipped,
+                graph_launches,
+                sequence_runs,
+                live_graphs,
+                live_sequences,
+            }
+        )
     }
 }
 
@@ -175,7 +208,10 @@ impl std::fmt::Debug for Context {
 impl Context {
     /// A context on device `ordinal` with default options.
     pub fn new(ordinal: u32) -> Result<Context> {
-        Context::with_options(&ContextOptions { device_ordinal: ordinal, ..Default::default() })
+        Context::with_options(&ContextOptions {
+            device_ordinal: ordinal,
+            ..Default::default()
+        })
     }
 
     pub fn with_options(options: &ContextOptions) -> Result<Context> {
@@ -203,12 +239,19 @@ impl Context {
         };
         let mut handle = sys::vyre_context::default();
         // SAFETY: a valid descriptor and out-pointer.
-        check(unsafe { sys::vyre_context_create(&desc, &mut handle) }, "vyre_context_create")?;
-        Ok(Context { inner: Arc::new(ContextInner { handle }) })
+        check(
+            unsafe { sys::vyre_context_create(&desc, &mut handle) },
+            "vyre_context_create",
+        )?;
+        Ok(Context {
+            inner: Arc::new(ContextInner { handle }),
+        })
     }
 
     pub(crate) fn from_inner(inner: &Arc<ContextInner>) -> Context {
-        Context { inner: Arc::clone(inner) }
+        Context {
+            inner: Arc::clone(inner),
+        }
     }
 
     /// The raw handle, for `vyre-cuda-sys` calls. Valid while `self` lives.
@@ -230,20 +273,29 @@ impl Context {
     pub fn telemetry(&self) -> Result<Telemetry> {
         let mut t = sys::vyre_telemetry::default();
         // SAFETY: struct_size is set; a valid out-pointer.
-        check(unsafe { sys::vyre_context_telemetry(self.raw(), &mut t) }, "vyre_context_telemetry")?;
+        check(
+            unsafe { sys::vyre_context_telemetry(self.raw(), &mut t) },
+            "vyre_context_telemetry",
+        )?;
         Ok(Telemetry::from_raw(&t))
     }
 
     /// Releases the memory the transient and pinned pools keep cached.
     pub fn trim(&self) -> Result<()> {
         // SAFETY: a handle we own.
-        check(unsafe { sys::vyre_context_trim(self.raw()) }, "vyre_context_trim")
+        check(
+            unsafe { sys::vyre_context_trim(self.raw()) },
+            "vyre_context_trim",
+        )
     }
 
     /// Runs the library's self-test (a vector add, every element checked).
     pub fn selftest(&self) -> Result<()> {
         // SAFETY: a handle we own.
-        check(unsafe { sys::vyre_context_selftest(self.raw()) }, "vyre_context_selftest")
+        check(
+            unsafe { sys::vyre_context_selftest(self.raw()) },
+            "vyre_context_selftest",
+        )
     }
 
     /// `bytes` (> 0) of device memory, uninitialised.

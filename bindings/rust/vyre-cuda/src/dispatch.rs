@@ -41,15 +41,27 @@ impl std::fmt::Debug for Arg<'_> {
 
 fn in_ptr<T: Pod>(s: &[T]) -> *const std::ffi::c_void {
     // An empty slice is passed as NULL (its address is dangling).
-    if s.is_empty() { std::ptr::null() } else { s.as_ptr().cast() }
+    if s.is_empty() {
+        std::ptr::null()
+    } else {
+        s.as_ptr().cast()
+    }
 }
 
 fn out_ptr<T: Pod>(s: &mut [T]) -> *mut std::ffi::c_void {
-    if s.is_empty() { std::ptr::null_mut() } else { s.as_mut_ptr().cast() }
+    if s.is_empty() {
+        std::ptr::null_mut()
+    } else {
+        s.as_mut_ptr().cast()
+    }
 }
 
 fn range_of(ptr: *const std::ffi::c_void, bytes: u64, writes: bool) -> Option<HostRange> {
-    (!ptr.is_null()).then_some(HostRange { start: ptr as usize, len: bytes as usize, writes })
+    (!ptr.is_null()).then_some(HostRange {
+        start: ptr as usize,
+        len: bytes as usize,
+        writes,
+    })
 }
 
 impl<'a> Arg<'a> {
@@ -181,7 +193,12 @@ pub struct Timing {
 
 impl Timing {
     pub(crate) fn from_raw(t: &sys::vyre_timing) -> Timing {
-        Timing { wall_ns: t.wall_ns, device_ns: t.device_ns, enqueue_ns: t.enqueue_ns, wait_ns: t.wait_ns }
+        Timing {
+            wall_ns: t.wall_ns,
+            device_ns: t.device_ns,
+            enqueue_ns: t.enqueue_ns,
+            wait_ns: t.wait_ns,
+        }
     }
 }
 
@@ -324,7 +341,11 @@ impl<'a> Dispatch<'a> {
     /// The C descriptor; its pointers point into `self`.
     pub(crate) fn raw(&self) -> sys::vyre_dispatch_desc {
         fn ptr_or_null<T>(v: &[T]) -> *const T {
-            if v.is_empty() { std::ptr::null() } else { v.as_ptr() }
+            if v.is_empty() {
+                std::ptr::null()
+            } else {
+                v.as_ptr()
+            }
         }
         sys::vyre_dispatch_desc {
             flags: self.flags,
@@ -358,7 +379,10 @@ impl Program {
         let mut timing = sys::vyre_timing::default();
         // SAFETY: the descriptor's pointers are valid for the call; outputs
         // are borrowed mutably by `dispatch` and written before it returns.
-        check(unsafe { sys::vyre_dispatch(self.handle, &desc, &mut timing) }, "vyre_dispatch")?;
+        check(
+            unsafe { sys::vyre_dispatch(self.handle, &desc, &mut timing) },
+            "vyre_dispatch",
+        )?;
         Ok(Timing::from_raw(&timing))
     }
 
@@ -372,8 +396,15 @@ impl Program {
         let mut handle = sys::vyre_pending::default();
         // SAFETY: the descriptor's pointers are valid for the call; the host
         // memory stays borrowed by the Pending for 'a.
-        check(unsafe { sys::vyre_dispatch_async(self.handle, &desc, &mut handle) }, "vyre_dispatch_async")?;
-        Ok(Pending::new(handle, Some(Arc::clone(&self.ctx)), &dispatch.args.host))
+        check(
+            unsafe { sys::vyre_dispatch_async(self.handle, &desc, &mut handle) },
+            "vyre_dispatch_async",
+        )?;
+        Ok(Pending::new(
+            handle,
+            Some(Arc::clone(&self.ctx)),
+            &dispatch.args.host,
+        ))
     }
 }
 
@@ -405,7 +436,14 @@ impl<'a> Pending<'a> {
         host: &[HostRange],
     ) -> Pending<'a> {
         let noted = host::note_pending(handle, host);
-        Pending { handle, _ctx: ctx, noted, rebuild_result: None, waited: false, _borrow: PhantomData }
+        Pending {
+            handle,
+            _ctx: ctx,
+            noted,
+            rebuild_result: None,
+            waited: false,
+            _borrow: PhantomData,
+        }
     }
 
     /// The raw handle, for `vyre-cuda-sys` calls. Valid while `self` lives.
@@ -427,7 +465,10 @@ impl<'a> Pending<'a> {
     /// [`Status::InvalidState`].
     pub fn wait(&mut self) -> Result<()> {
         // SAFETY: the handle is ours; outputs are borrowed mutably for 'a.
-        check(unsafe { sys::vyre_pending_wait(self.handle, sys::VYRE_WAIT_FOREVER) }, "vyre_pending_wait")?;
+        check(
+            unsafe { sys::vyre_pending_wait(self.handle, sys::VYRE_WAIT_FOREVER) },
+            "vyre_pending_wait",
+        )?;
         self.waited = true;
         Ok(())
     }
@@ -435,7 +476,9 @@ impl<'a> Pending<'a> {
     /// Waits at most `timeout`: `Ok(false)` if the work is still running
     /// (wait again later), `Ok(true)` when done and host outputs written.
     pub fn wait_timeout(&mut self, timeout: Duration) -> Result<bool> {
-        let ns = u64::try_from(timeout.as_nanos()).unwrap_or(u64::MAX - 1).min(u64::MAX - 1);
+        let ns = u64::try_from(timeout.as_nanos())
+            .unwrap_or(u64::MAX - 1)
+            .min(u64::MAX - 1);
         // SAFETY: as for wait.
         let status = unsafe { sys::vyre_pending_wait(self.handle, ns) };
         if status == sys::VYRE_STATUS_TIMEOUT {
@@ -450,7 +493,10 @@ impl<'a> Pending<'a> {
     pub fn timing(&self) -> Result<Timing> {
         let mut t = sys::vyre_timing::default();
         // SAFETY: struct_size is set; a valid out-pointer.
-        check(unsafe { sys::vyre_pending_timing(self.handle, &mut t) }, "vyre_pending_timing")?;
+        check(
+            unsafe { sys::vyre_pending_timing(self.handle, &mut t) },
+            "vyre_pending_timing",
+        )?;
         Ok(Timing::from_raw(&t))
     }
 

@@ -207,7 +207,10 @@ impl EgraphImage {
             ("row_ops", c.row_ops.len()),
             ("child_offsets", c.child_offsets.len()),
             ("child_lengths", c.child_lengths.len()),
-            ("row_signatures", c.row_signatures.map_or(rows, <[u32]>::len)),
+            (
+                "row_signatures",
+                c.row_signatures.map_or(rows, <[u32]>::len),
+            ),
         ] {
             if len != rows {
                 return Err(invalid(
@@ -219,9 +222,19 @@ impl EgraphImage {
                 ));
             }
         }
-        let ptr = |s: &[u32]| if s.is_empty() { std::ptr::null() } else { s.as_ptr() };
+        let ptr = |s: &[u32]| {
+            if s.is_empty() {
+                std::ptr::null()
+            } else {
+                s.as_ptr()
+            }
+        };
         let desc = sys::vyre_egraph_image_desc {
-            device: if ctx.is_some() { sys::VYRE_EGRAPH_DEVICE_GPU } else { sys::VYRE_EGRAPH_DEVICE_CPU },
+            device: if ctx.is_some() {
+                sys::VYRE_EGRAPH_DEVICE_GPU
+            } else {
+                sys::VYRE_EGRAPH_DEVICE_CPU
+            },
             context: ctx.map_or(sys::vyre_context::default(), Context::raw),
             row_count: rows as u64,
             class_count: c.class_count,
@@ -238,7 +251,10 @@ impl EgraphImage {
         let mut handle = sys::vyre_egraph_image::default();
         // SAFETY: every column pointer covers the count the descriptor gives
         // it (checked above); the library copies the columns.
-        check(unsafe { sys::vyre_egraph_image_create(&desc, &mut handle) }, "vyre_egraph_image_create")?;
+        check(
+            unsafe { sys::vyre_egraph_image_create(&desc, &mut handle) },
+            "vyre_egraph_image_create",
+        )?;
         Ok(EgraphImage {
             handle,
             ctx: ctx.map(|c| Arc::clone(&c.inner)),
@@ -269,9 +285,16 @@ impl EgraphImage {
     pub fn info(&self) -> Result<EgraphImageInfo> {
         let mut i = sys::vyre_egraph_image_info::default();
         // SAFETY: struct_size is set; a valid out-pointer.
-        check(unsafe { sys::vyre_egraph_image_info_get(self.handle, &mut i) }, "vyre_egraph_image_info_get")?;
+        check(
+            unsafe { sys::vyre_egraph_image_info_get(self.handle, &mut i) },
+            "vyre_egraph_image_info_get",
+        )?;
         Ok(EgraphImageInfo {
-            device: if i.device == sys::VYRE_EGRAPH_DEVICE_CPU { EgraphDevice::Cpu } else { EgraphDevice::Gpu },
+            device: if i.device == sys::VYRE_EGRAPH_DEVICE_CPU {
+                EgraphDevice::Cpu
+            } else {
+                EgraphDevice::Gpu
+            },
             row_count: i.row_count,
             class_count: i.class_count,
             child_count: i.child_count,
@@ -282,10 +305,16 @@ impl EgraphImage {
 
     /// Copies entries [first, first + dst.len()) of a column into `dst`.
     pub fn read(&self, column: EgraphColumn, first: u64, dst: &mut [u32]) -> Result<()> {
-        let p = if dst.is_empty() { std::ptr::null_mut() } else { dst.as_mut_ptr() };
+        let p = if dst.is_empty() {
+            std::ptr::null_mut()
+        } else {
+            dst.as_mut_ptr()
+        };
         // SAFETY: `dst` has room for the count passed.
         check(
-            unsafe { sys::vyre_egraph_image_read(self.handle, column.raw(), first, dst.len() as u64, p) },
+            unsafe {
+                sys::vyre_egraph_image_read(self.handle, column.raw(), first, dst.len() as u64, p)
+            },
             "vyre_egraph_image_read",
         )
     }
@@ -305,10 +334,16 @@ impl EgraphImage {
     /// Overwrites entries [first, first + src.len()) of a row column or of
     /// the children; the rows affected are validated first.
     pub fn write(&self, column: EgraphColumn, first: u64, src: &[u32]) -> Result<()> {
-        let p = if src.is_empty() { std::ptr::null() } else { src.as_ptr() };
+        let p = if src.is_empty() {
+            std::ptr::null()
+        } else {
+            src.as_ptr()
+        };
         // SAFETY: `src` holds the count passed.
         check(
-            unsafe { sys::vyre_egraph_image_write(self.handle, column.raw(), first, src.len() as u64, p) },
+            unsafe {
+                sys::vyre_egraph_image_write(self.handle, column.raw(), first, src.len() as u64, p)
+            },
             "vyre_egraph_image_write",
         )
     }
@@ -340,7 +375,11 @@ impl EgraphImage {
     /// `pairs` holds is [`Status::OutOfRange`] (nothing written).
     pub fn pass_into(&self, pairs: &mut [[u32; 2]]) -> Result<u64> {
         let mut count = 0u64;
-        let p = if pairs.is_empty() { std::ptr::null_mut() } else { pairs.as_mut_ptr().cast::<u32>() };
+        let p = if pairs.is_empty() {
+            std::ptr::null_mut()
+        } else {
+            pairs.as_mut_ptr().cast::<u32>()
+        };
         // SAFETY: room for pairs.len() pairs of 2 u32.
         check(
             unsafe { sys::vyre_egraph_pass(self.handle, p, pairs.len() as u64, &mut count) },
@@ -349,7 +388,11 @@ impl EgraphImage {
         Ok(count)
     }
 
-    fn rebuild_desc(&self, r: &mut Rebuild<'_>, call: &'static str) -> Result<sys::vyre_egraph_rebuild_desc> {
+    fn rebuild_desc(
+        &self,
+        r: &mut Rebuild<'_>,
+        call: &'static str,
+    ) -> Result<sys::vyre_egraph_rebuild_desc> {
         let canonical_out = match r.canonical_out.as_deref_mut() {
             Some(out) if (out.len() as u64) < self.class_count => {
                 return Err(invalid(
@@ -377,7 +420,11 @@ impl EgraphImage {
         }
         Ok(sys::vyre_egraph_rebuild_desc {
             flags,
-            unions: if r.unions.is_empty() { std::ptr::null() } else { r.unions.as_ptr().cast() },
+            unions: if r.unions.is_empty() {
+                std::ptr::null()
+            } else {
+                r.unions.as_ptr().cast()
+            },
             union_count: r.unions.len() as u64,
             canonical_out,
             max_rounds: r.max_rounds,
@@ -390,7 +437,10 @@ impl EgraphImage {
         let desc = self.rebuild_desc(&mut rebuild, "EgraphImage::rebuild")?;
         let mut out = sys::vyre_egraph_rebuild_result::default();
         // SAFETY: unions and canonical_out are valid for the call.
-        check(unsafe { sys::vyre_egraph_rebuild(self.handle, &desc, &mut out) }, "vyre_egraph_rebuild")?;
+        check(
+            unsafe { sys::vyre_egraph_rebuild(self.handle, &desc, &mut out) },
+            "vyre_egraph_rebuild",
+        )?;
         Ok(RebuildResult::from_raw(&out))
     }
 
@@ -418,7 +468,10 @@ impl EgraphImage {
     pub fn destroy(mut self) -> Result<()> {
         let handle = std::mem::take(&mut self.handle);
         // SAFETY: the handle is ours and destroyed once.
-        check(unsafe { sys::vyre_egraph_image_destroy(handle) }, "vyre_egraph_image_destroy")
+        check(
+            unsafe { sys::vyre_egraph_image_destroy(handle) },
+            "vyre_egraph_image_destroy",
+        )
     }
 }
 
@@ -442,6 +495,9 @@ impl Pending<'_> {
     /// The result of a waited e-graph rebuild (None for other work, or
     /// before the wait).
     pub fn rebuild_result(&self) -> Option<RebuildResult> {
-        self.rebuild_result.as_deref().filter(|_| self.waited).map(RebuildResult::from_raw)
+        self.rebuild_result
+            .as_deref()
+            .filter(|_| self.waited)
+            .map(RebuildResult::from_raw)
     }
 }

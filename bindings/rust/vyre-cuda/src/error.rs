@@ -160,19 +160,38 @@ impl Error {
     /// message must end with a "Fix: ..." sentence.
     pub(crate) fn usage(status: Status, call: &'static str, message: String) -> Error {
         debug_assert!(message.contains("Fix:"), "{message}");
-        Error { status, cu_result: 0, message, log: String::new(), call }
+        Error {
+            status,
+            cu_result: 0,
+            message,
+            log: String::new(),
+            call,
+        }
     }
 
     /// The calling thread's last error, read without clearing it.
     fn read_last(status: Status, call: &'static str) -> Error {
         let (_, cu_result, message) = read_last_error();
-        Error { status, cu_result, message, log: read_last_error_log(), call }
+        Error {
+            status,
+            cu_result,
+            message,
+            log: read_last_error_log(),
+            call,
+        }
     }
 }
 
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {} (CUresult {}): {}", self.call, self.status.name(), self.cu_result, self.message)
+        write!(
+            f,
+            "{}: {} (CUresult {}): {}",
+            self.call,
+            self.status.name(),
+            self.cu_result,
+            self.message
+        )
     }
 }
 
@@ -219,13 +238,25 @@ pub fn last_error() -> Option<Error> {
     })
 }
 
+/// The whole compiler or JIT log of this thread's last error
+/// (`vyre_last_error_log`); empty when it carried none. Does not clear it.
+pub fn last_error_log() -> String {
+    read_last_error_log()
+}
+
 fn read_last_error() -> (sys::vyre_status, i32, String) {
     let mut status: sys::vyre_status = 0;
     let mut cu_result: i32 = 0;
     let mut length: usize = 0;
     // SAFETY: every pointer may be NULL; the out-pointers are valid.
     unsafe {
-        sys::vyre_last_error(&mut status, &mut cu_result, std::ptr::null_mut(), 0, &mut length);
+        sys::vyre_last_error(
+            &mut status,
+            &mut cu_result,
+            std::ptr::null_mut(),
+            0,
+            &mut length,
+        );
     }
     let mut text = vec![0u8; length + 1];
     // SAFETY: `text` has room for `text.len()` bytes including the NUL.
@@ -239,7 +270,11 @@ fn read_last_error() -> (sys::vyre_status, i32, String) {
         );
     }
     text.truncate(length);
-    (status, cu_result, String::from_utf8_lossy(&text).into_owned())
+    (
+        status,
+        cu_result,
+        String::from_utf8_lossy(&text).into_owned(),
+    )
 }
 
 fn read_last_error_log() -> String {

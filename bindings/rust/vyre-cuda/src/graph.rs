@@ -162,8 +162,15 @@ impl Program {
         let desc = dispatch.raw();
         let mut handle = sys::vyre_graph::default();
         // SAFETY: the descriptor's pointers are valid for the call.
-        check(unsafe { sys::vyre_graph_record(self.handle, &desc, &mut handle) }, "vyre_graph_record")?;
-        Ok(Graph { handle, ctx: Arc::clone(&self.ctx), _sequence: PhantomData })
+        check(
+            unsafe { sys::vyre_graph_record(self.handle, &desc, &mut handle) },
+            "vyre_graph_record",
+        )?;
+        Ok(Graph {
+            handle,
+            ctx: Arc::clone(&self.ctx),
+            _sequence: PhantomData,
+        })
     }
 }
 
@@ -182,7 +189,10 @@ impl<'s> Graph<'s> {
     pub fn launch(&self) -> Result<Timing> {
         let mut timing = sys::vyre_timing::default();
         // SAFETY: NULL desc is allowed; a valid out-pointer.
-        check(unsafe { sys::vyre_graph_replay(self.handle, std::ptr::null(), &mut timing) }, "vyre_graph_replay")?;
+        check(
+            unsafe { sys::vyre_graph_replay(self.handle, std::ptr::null(), &mut timing) },
+            "vyre_graph_replay",
+        )?;
         Ok(Timing::from_raw(&timing))
     }
 
@@ -198,7 +208,10 @@ impl<'s> Graph<'s> {
         let mut timing = sys::vyre_timing::default();
         // SAFETY: the descriptor's pointers are valid for the call; outputs
         // are borrowed mutably by `replay`.
-        check(unsafe { sys::vyre_graph_replay(self.handle, &desc, &mut timing) }, "vyre_graph_replay")?;
+        check(
+            unsafe { sys::vyre_graph_replay(self.handle, &desc, &mut timing) },
+            "vyre_graph_replay",
+        )?;
         Ok(Timing::from_raw(&timing))
     }
 
@@ -214,13 +227,20 @@ impl<'s> Graph<'s> {
             unsafe { sys::vyre_graph_replay_async(self.handle, &desc, &mut handle) },
             "vyre_graph_replay_async",
         )?;
-        Ok(Pending::new(handle, Some(Arc::clone(&self.ctx)), replay.host()))
+        Ok(Pending::new(
+            handle,
+            Some(Arc::clone(&self.ctx)),
+            replay.host(),
+        ))
     }
 
     pub fn info(&self) -> Result<GraphInfo> {
         let mut i = sys::vyre_graph_info::default();
         // SAFETY: struct_size is set; a valid out-pointer.
-        check(unsafe { sys::vyre_graph_info_get(self.handle, &mut i) }, "vyre_graph_info_get")?;
+        check(
+            unsafe { sys::vyre_graph_info_get(self.handle, &mut i) },
+            "vyre_graph_info_get",
+        )?;
         Ok(GraphInfo {
             from_sequence: i.from_sequence != 0,
             node_count: i.node_count,
@@ -238,7 +258,10 @@ impl<'s> Graph<'s> {
     pub fn node_kind(&self, index: u64) -> Result<GraphNodeKind> {
         let mut kind: sys::vyre_graph_node_kind = 0;
         // SAFETY: a valid out-pointer.
-        check(unsafe { sys::vyre_graph_node_kind_get(self.handle, index, &mut kind) }, "vyre_graph_node_kind_get")?;
+        check(
+            unsafe { sys::vyre_graph_node_kind_get(self.handle, index, &mut kind) },
+            "vyre_graph_node_kind_get",
+        )?;
         Ok(match kind {
             sys::VYRE_GRAPH_NODE_KERNEL => GraphNodeKind::Kernel,
             sys::VYRE_GRAPH_NODE_MEMCPY => GraphNodeKind::Memcpy,
@@ -249,7 +272,9 @@ impl<'s> Graph<'s> {
 
     /// The kinds of every node, in order.
     pub fn node_kinds(&self) -> Result<Vec<GraphNodeKind>> {
-        (0..self.info()?.node_count).map(|i| self.node_kind(i)).collect()
+        (0..self.info()?.node_count)
+            .map(|i| self.node_kind(i))
+            .collect()
     }
 
     /// Changes the grid and/or scalars of kernel node `index` for later
@@ -262,7 +287,11 @@ impl<'s> Graph<'s> {
         }
         if let Some(scalars) = &update.scalars {
             raw.flags |= sys::VYRE_KERNEL_NODE_UPDATE_SCALARS;
-            raw.scalars = if scalars.is_empty() { std::ptr::null() } else { scalars.as_ptr() };
+            raw.scalars = if scalars.is_empty() {
+                std::ptr::null()
+            } else {
+                scalars.as_ptr()
+            };
             raw.scalar_count = scalars.len();
         }
         // SAFETY: the update's pointers are valid for the call.
@@ -276,7 +305,10 @@ impl<'s> Graph<'s> {
     pub fn destroy(mut self) -> Result<()> {
         let handle = std::mem::take(&mut self.handle);
         // SAFETY: the handle is ours and destroyed once.
-        check(unsafe { sys::vyre_graph_destroy(handle) }, "vyre_graph_destroy")
+        check(
+            unsafe { sys::vyre_graph_destroy(handle) },
+            "vyre_graph_destroy",
+        )
     }
 }
 

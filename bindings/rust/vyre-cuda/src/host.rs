@@ -50,7 +50,12 @@ fn regions() -> MutexGuard<'static, Vec<Region>> {
 fn add_region(start: usize, len: usize) -> u64 {
     let id = NEXT_REGION.fetch_add(1, Ordering::Relaxed);
     let mut all = regions();
-    all.push(Region { id, start, end: start + len, inflight: Vec::new() });
+    all.push(Region {
+        id,
+        start,
+        end: start + len,
+        inflight: Vec::new(),
+    });
     REGION_COUNT.store(all.len(), Ordering::Release);
     id
 }
@@ -117,7 +122,9 @@ fn settle(id: u64, all: bool) {
     let mut leaked = Vec::new();
     {
         let mut regions = regions();
-        let Some(region) = regions.iter_mut().find(|r| r.id == id) else { return };
+        let Some(region) = regions.iter_mut().find(|r| r.id == id) else {
+            return;
+        };
         region.inflight.retain(|&(bits, writes)| {
             let take = all || writes;
             if take {
@@ -170,7 +177,10 @@ impl PinnedBuffer {
     pub(crate) fn alloc(ctx: &Context, bytes: usize) -> Result<PinnedBuffer> {
         let mut out: *mut std::ffi::c_void = std::ptr::null_mut();
         // SAFETY: a valid out-pointer.
-        check(unsafe { sys::vyre_host_alloc(ctx.raw(), bytes as u64, &mut out) }, "vyre_host_alloc")?;
+        check(
+            unsafe { sys::vyre_host_alloc(ctx.raw(), bytes as u64, &mut out) },
+            "vyre_host_alloc",
+        )?;
         let Some(ptr) = NonNull::new(out.cast::<u8>()) else {
             return Err(Error::usage(
                 Status::Internal,
@@ -183,7 +193,12 @@ impl PinnedBuffer {
         // SAFETY: `bytes` writable bytes at `ptr`; zeroed so they may be read.
         unsafe { std::ptr::write_bytes(ptr.as_ptr(), 0, bytes) };
         let region = add_region(ptr.as_ptr() as usize, bytes);
-        Ok(PinnedBuffer { ptr, len: bytes, region, ctx: Arc::clone(&ctx.inner) })
+        Ok(PinnedBuffer {
+            ptr,
+            len: bytes,
+            region,
+            ctx: Arc::clone(&ctx.inner),
+        })
     }
 
     pub fn len(&self) -> usize {
@@ -218,7 +233,10 @@ impl PinnedBuffer {
 
     fn typed_len<T: Pod>(&self, call: &'static str) -> Result<usize> {
         let size = std::mem::size_of::<T>();
-        if size == 0 || self.len % size != 0 || self.ptr.as_ptr() as usize % std::mem::align_of::<T>() != 0 {
+        if size == 0
+            || self.len % size != 0
+            || self.ptr.as_ptr() as usize % std::mem::align_of::<T>() != 0
+        {
             return Err(Error::usage(
                 Status::InvalidArgument,
                 call,
@@ -254,7 +272,10 @@ impl PinnedBuffer {
         settle(this.region, true);
         remove_region(this.region);
         // SAFETY: our allocation, freed once; `this` is never dropped.
-        let result = check(unsafe { sys::vyre_host_free(this.ptr.as_ptr().cast()) }, "vyre_host_free");
+        let result = check(
+            unsafe { sys::vyre_host_free(this.ptr.as_ptr().cast()) },
+            "vyre_host_free",
+        );
         // SAFETY: moved out once; the ManuallyDrop is not used again.
         drop(unsafe { std::ptr::read(&this.ctx) });
         result
@@ -319,7 +340,13 @@ impl<'a, T: Pod> Registration<'a, T> {
             "vyre_host_register",
         )?;
         let region = add_region(ptr.as_ptr() as usize, bytes);
-        Ok(Registration { ptr, len: data.len(), region, ctx: Arc::clone(&ctx.inner), _borrow: PhantomData })
+        Ok(Registration {
+            ptr,
+            len: data.len(),
+            region,
+            ctx: Arc::clone(&ctx.inner),
+            _borrow: PhantomData,
+        })
     }
 
     pub fn context(&self) -> Context {

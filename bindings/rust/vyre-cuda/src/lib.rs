@@ -70,7 +70,7 @@ pub use egraph::{
     EgraphColumn, EgraphColumns, EgraphDevice, EgraphImage, EgraphImageInfo, EgraphNodes, Rebuild,
     RebuildResult,
 };
-pub use error::{check_raw, last_error, status_name, Error, Result, Status};
+pub use error::{check_raw, last_error, last_error_log, status_name, Error, Result, Status};
 pub use graph::{Graph, GraphInfo, GraphNodeKind, KernelNodeUpdate, Replay};
 pub use host::{PinnedBuffer, Registration};
 pub use log::{clear_log_callback, set_log_callback, LogLevel};
@@ -84,7 +84,11 @@ pub const VERSION_MAJOR: u32 = sys::VYRE_CUDA_VERSION_MAJOR;
 pub fn version() -> (u32, u32, u32) {
     // SAFETY: no arguments; always succeeds.
     let v = unsafe { sys::vyre_version() };
-    (sys::vyre_version_major_of(v), sys::vyre_version_minor_of(v), sys::vyre_version_patch_of(v))
+    (
+        sys::vyre_version_major_of(v),
+        sys::vyre_version_minor_of(v),
+        sys::vyre_version_patch_of(v),
+    )
 }
 
 /// Plain old data: host memory the library may copy to and from the device

@@ -47,7 +47,11 @@ static CALLBACK: RwLock<Option<Callback>> = RwLock::new(None);
 /// Serialises set/clear so the library's state and CALLBACK agree.
 static SETTING: Mutex<()> = Mutex::new(());
 
-unsafe extern "C" fn trampoline(_user_data: *mut c_void, level: sys::vyre_log_level, message: *const c_char) {
+unsafe extern "C" fn trampoline(
+    _user_data: *mut c_void,
+    level: sys::vyre_log_level,
+    message: *const c_char,
+) {
     // Nothing may unwind into C: a panicking callback loses its line.
     let _ = catch_unwind(AssertUnwindSafe(|| {
         let callback = CALLBACK.read().ok().and_then(|c| c.clone());
@@ -67,9 +71,14 @@ where
     F: Fn(LogLevel, &str) + Send + Sync + 'static,
 {
     let _serial = SETTING.lock().unwrap_or_else(|e| e.into_inner());
-    let previous = CALLBACK.write().map(|mut c| c.replace(Arc::new(callback))).unwrap_or(None);
+    let previous = CALLBACK
+        .write()
+        .map(|mut c| c.replace(Arc::new(callback)))
+        .unwrap_or(None);
     // SAFETY: the trampoline is a valid callback for the process's life.
-    let status = unsafe { sys::vyre_set_log_callback(Some(trampoline), std::ptr::null_mut(), max_level.raw()) };
+    let status = unsafe {
+        sys::vyre_set_log_callback(Some(trampoline), std::ptr::null_mut(), max_level.raw())
+    };
     let result = check(status, "vyre_set_log_callback");
     if result.is_err() {
         if let Ok(mut c) = CALLBACK.write() {
@@ -84,7 +93,8 @@ where
 pub fn clear_log_callback() -> Result<()> {
     let _serial = SETTING.lock().unwrap_or_else(|e| e.into_inner());
     // SAFETY: NULL removes the callback.
-    let status = unsafe { sys::vyre_set_log_callback(None, std::ptr::null_mut(), sys::VYRE_LOG_ERROR) };
+    let status =
+        unsafe { sys::vyre_set_log_callback(None, std::ptr::null_mut(), sys::VYRE_LOG_ERROR) };
     let result = check(status, "vyre_set_log_callback");
     if result.is_ok() {
         if let Ok(mut c) = CALLBACK.write() {

@@ -61,7 +61,14 @@ pub struct Binding {
 impl Binding {
     /// A binding of `role` with `element_size`-byte elements.
     pub fn new(role: Role, element_size: u32) -> Binding {
-        Binding { role, name: None, element_size, element_count: 0, output_offset: 0, output_length: 0 }
+        Binding {
+            role,
+            name: None,
+            element_size,
+            element_count: 0,
+            output_offset: 0,
+            output_length: 0,
+        }
     }
     /// A binding of elements of type T.
     pub fn of<T: Pod>(role: Role) -> Binding {
@@ -78,7 +85,10 @@ impl Binding {
     }
     /// `count` elements of T of dynamic shared memory.
     pub fn shared<T: Pod>(count: u64) -> Binding {
-        Binding { element_count: count, ..Binding::of::<T>(Role::Shared) }
+        Binding {
+            element_count: count,
+            ..Binding::of::<T>(Role::Shared)
+        }
     }
     pub fn name(mut self, name: &str) -> Binding {
         self.name = Some(name.to_string());
@@ -190,11 +200,20 @@ impl<'a> ProgramBuilder<'a> {
         let names: Vec<Option<CString>> = self
             .bindings
             .iter()
-            .map(|b| b.name.as_deref().map(|n| no_nul("binding name", n)).transpose())
+            .map(|b| {
+                b.name
+                    .as_deref()
+                    .map(|n| no_nul("binding name", n))
+                    .transpose()
+            })
             .collect::<Result<_>>()?;
-        let options: Vec<CString> =
-            self.compile_options.iter().map(|o| no_nul("compile option", o)).collect::<Result<_>>()?;
-        let option_ptrs: Vec<*const std::ffi::c_char> = options.iter().map(|o| o.as_ptr()).collect();
+        let options: Vec<CString> = self
+            .compile_options
+            .iter()
+            .map(|o| no_nul("compile option", o))
+            .collect::<Result<_>>()?;
+        let option_ptrs: Vec<*const std::ffi::c_char> =
+            options.iter().map(|o| o.as_ptr()).collect();
         let decls: Vec<sys::vyre_binding_decl> = self
             .bindings
             .iter()
@@ -209,8 +228,10 @@ impl<'a> ProgramBuilder<'a> {
                 ..Default::default()
             })
             .collect();
-        let params: Option<Vec<sys::vyre_kernel_param>> =
-            self.params.as_ref().map(|p| p.iter().map(|p| p.raw()).collect());
+        let params: Option<Vec<sys::vyre_kernel_param>> = self
+            .params
+            .as_ref()
+            .map(|p| p.iter().map(|p| p.raw()).collect());
         let (code_kind, code, code_size) = match self.code {
             Code::Ptx(text) => (sys::VYRE_CODE_PTX, text.as_ptr(), text.len()),
             Code::Binary(image) => (sys::VYRE_CODE_BINARY, image.as_ptr(), image.len()),
@@ -231,21 +252,36 @@ impl<'a> ProgramBuilder<'a> {
             code: code.cast(),
             code_size,
             entry: entry.as_ptr(),
-            bindings: if decls.is_empty() { std::ptr::null() } else { decls.as_ptr() },
+            bindings: if decls.is_empty() {
+                std::ptr::null()
+            } else {
+                decls.as_ptr()
+            },
             binding_count: decls.len(),
             workgroup_size: self.workgroup_size,
             shared_memory_bytes: self.shared_memory_bytes,
             params: params.as_ref().map_or(std::ptr::null(), |p| p.as_ptr()),
             param_count: params.as_ref().map_or(0, Vec::len),
-            compile_options: if option_ptrs.is_empty() { std::ptr::null() } else { option_ptrs.as_ptr() },
+            compile_options: if option_ptrs.is_empty() {
+                std::ptr::null()
+            } else {
+                option_ptrs.as_ptr()
+            },
             compile_option_count: option_ptrs.len(),
             ..Default::default()
         };
         let mut handle = sys::vyre_program::default();
         // SAFETY: every pointer in `desc` is valid for the call (the library
         // copies what it keeps).
-        check(unsafe { sys::vyre_program_create(ctx.raw(), &desc, &mut handle) }, "vyre_program_create")?;
-        Ok(Program { handle, ctx: Arc::clone(&ctx.inner), binding_count: self.bindings.len() })
+        check(
+            unsafe { sys::vyre_program_create(ctx.raw(), &desc, &mut handle) },
+            "vyre_program_create",
+        )?;
+        Ok(Program {
+            handle,
+            ctx: Arc::clone(&ctx.inner),
+            binding_count: self.bindings.len(),
+        })
     }
 }
 
@@ -295,7 +331,10 @@ impl Program {
     pub fn destroy(mut self) -> Result<()> {
         let handle = std::mem::take(&mut self.handle);
         // SAFETY: the handle is ours and destroyed once.
-        check(unsafe { sys::vyre_program_destroy(handle) }, "vyre_program_destroy")
+        check(
+            unsafe { sys::vyre_program_destroy(handle) },
+            "vyre_program_destroy",
+        )
     }
 }
 

@@ -24,7 +24,11 @@ unsafe impl Sync for Step<'_> {}
 
 impl<'a> Step<'a> {
     fn new(raw: sys::vyre_sequence_step) -> Step<'a> {
-        Step { raw, dispatch: None, _borrow: PhantomData }
+        Step {
+            raw,
+            dispatch: None,
+            _borrow: PhantomData,
+        }
     }
 
     /// Runs `program` with `dispatch` (RESIDENT bindings only), as
@@ -53,7 +57,13 @@ impl<'a> Step<'a> {
 
     /// Copies `bytes` from `src` at `src_offset` to `dst` at `dst_offset`
     /// (the ranges must not overlap).
-    pub fn copy(dst: &'a Buffer, dst_offset: u64, src: &'a Buffer, src_offset: u64, bytes: u64) -> Step<'a> {
+    pub fn copy(
+        dst: &'a Buffer,
+        dst_offset: u64,
+        src: &'a Buffer,
+        src_offset: u64,
+        bytes: u64,
+    ) -> Step<'a> {
         Step::new(sys::vyre_sequence_step {
             kind: sys::VYRE_STEP_COPY,
             buffer: dst.handle,
@@ -72,7 +82,11 @@ impl<'a> Step<'a> {
             buffer: buffer.handle,
             offset,
             bytes: byte_len(src),
-            host_src: if src.is_empty() { std::ptr::null() } else { src.as_ptr().cast() },
+            host_src: if src.is_empty() {
+                std::ptr::null()
+            } else {
+                src.as_ptr().cast()
+            },
             ..Default::default()
         })
     }
@@ -86,7 +100,11 @@ impl<'a> Step<'a> {
             buffer: buffer.handle,
             offset,
             bytes,
-            host_dst: if dst.is_empty() { std::ptr::null_mut() } else { dst.as_mut_ptr().cast() },
+            host_dst: if dst.is_empty() {
+                std::ptr::null_mut()
+            } else {
+                dst.as_mut_ptr().cast()
+            },
             ..Default::default()
         })
     }
@@ -118,7 +136,11 @@ impl std::fmt::Debug for Sequence<'_> {
 impl Context {
     /// Validates `steps` and builds a sequence; `repeat` runs a block of
     /// them several times.
-    pub fn sequence<'a>(&self, steps: Vec<Step<'a>>, repeat: Option<Repeat>) -> Result<Sequence<'a>> {
+    pub fn sequence<'a>(
+        &self,
+        steps: Vec<Step<'a>>,
+        repeat: Option<Repeat>,
+    ) -> Result<Sequence<'a>> {
         const CALL: &str = "Context::sequence";
         for (i, step) in steps.iter().enumerate() {
             if let Some(d) = &step.dispatch {
@@ -137,8 +159,10 @@ impl Context {
             }
         }
         // The dispatch descriptors, then the steps pointing at them.
-        let descs: Vec<Option<sys::vyre_dispatch_desc>> =
-            steps.iter().map(|s| s.dispatch.as_ref().map(Dispatch::raw)).collect();
+        let descs: Vec<Option<sys::vyre_dispatch_desc>> = steps
+            .iter()
+            .map(|s| s.dispatch.as_ref().map(Dispatch::raw))
+            .collect();
         let raw: Vec<sys::vyre_sequence_step> = steps
             .iter()
             .zip(&descs)
@@ -147,10 +171,18 @@ impl Context {
                 ..s.raw
             })
             .collect();
-        let repeat = repeat.unwrap_or(Repeat { first: 0, count: 0, times: 0 });
+        let repeat = repeat.unwrap_or(Repeat {
+            first: 0,
+            count: 0,
+            times: 0,
+        });
         let desc = sys::vyre_sequence_desc {
             repeat_count: repeat.times,
-            steps: if raw.is_empty() { std::ptr::null() } else { raw.as_ptr() },
+            steps: if raw.is_empty() {
+                std::ptr::null()
+            } else {
+                raw.as_ptr()
+            },
             step_count: raw.len(),
             repeat_first: repeat.first,
             repeat_step_count: repeat.count,
@@ -160,8 +192,15 @@ impl Context {
         // SAFETY: the descriptor's pointers are valid for the call (the
         // library copies the dispatch descriptors); host memory stays
         // borrowed by the Sequence for 'a.
-        check(unsafe { sys::vyre_sequence_create(self.raw(), &desc, &mut handle) }, "vyre_sequence_create")?;
-        Ok(Sequence { handle, ctx: Arc::clone(&self.inner), _borrow: PhantomData })
+        check(
+            unsafe { sys::vyre_sequence_create(self.raw(), &desc, &mut handle) },
+            "vyre_sequence_create",
+        )?;
+        Ok(Sequence {
+            handle,
+            ctx: Arc::clone(&self.inner),
+            _borrow: PhantomData,
+        })
     }
 }
 
@@ -180,7 +219,10 @@ impl<'a> Sequence<'a> {
         let mut timing = sys::vyre_timing::default();
         // SAFETY: the handle is ours; host memory is borrowed for 'a, and
         // exclusively here (no graph of this sequence is alive).
-        check(unsafe { sys::vyre_sequence_run(self.handle, &mut timing) }, "vyre_sequence_run")?;
+        check(
+            unsafe { sys::vyre_sequence_run(self.handle, &mut timing) },
+            "vyre_sequence_run",
+        )?;
         Ok(Timing::from_raw(&timing))
     }
 
@@ -190,15 +232,25 @@ impl<'a> Sequence<'a> {
     pub fn record(&mut self) -> Result<Graph<'_>> {
         let mut handle = sys::vyre_graph::default();
         // SAFETY: a valid out-pointer.
-        check(unsafe { sys::vyre_sequence_record(self.handle, &mut handle) }, "vyre_sequence_record")?;
-        Ok(Graph { handle, ctx: Arc::clone(&self.ctx), _sequence: PhantomData })
+        check(
+            unsafe { sys::vyre_sequence_record(self.handle, &mut handle) },
+            "vyre_sequence_record",
+        )?;
+        Ok(Graph {
+            handle,
+            ctx: Arc::clone(&self.ctx),
+            _sequence: PhantomData,
+        })
     }
 
     /// Destroys the sequence now and returns the library's answer.
     pub fn destroy(mut self) -> Result<()> {
         let handle = std::mem::take(&mut self.handle);
         // SAFETY: the handle is ours and destroyed once.
-        check(unsafe { sys::vyre_sequence_destroy(handle) }, "vyre_sequence_destroy")
+        check(
+            unsafe { sys::vyre_sequence_destroy(handle) },
+            "vyre_sequence_destroy",
+        )
     }
 }
 

@@ -13,8 +13,9 @@ use std::sync::Arc;
 
 use common::*;
 use vyre_cuda::{
-    sys, Arg, Binding, Buffer, Code, Context, ContextOptions, Dispatch, DownloadRange, GraphNodeKind,
-    KernelNodeUpdate, LogLevel, Param, Program, Repeat, Replay, Status, Step, UploadRange,
+    sys, Arg, Binding, Buffer, Code, Context, ContextOptions, Dispatch, DownloadRange,
+    GraphNodeKind, KernelNodeUpdate, LogLevel, Param, Program, Repeat, Replay, Status, Step,
+    UploadRange,
 };
 
 // ---------------------------------------------------------------------------
@@ -28,8 +29,13 @@ fn version_and_status_names() {
     for raw in 1..=21u32 {
         let status = Status::from_raw(raw).unwrap();
         assert_eq!(status.as_raw(), raw);
-        assert!(!matches!(status, Status::Other(_)), "status {raw} is not named in the bindings");
-        assert!(status.name().starts_with("VYRE_STATUS_") && status.name() != "VYRE_STATUS_UNKNOWN");
+        assert!(
+            !matches!(status, Status::Other(_)),
+            "status {raw} is not named in the bindings"
+        );
+        assert!(
+            status.name().starts_with("VYRE_STATUS_") && status.name() != "VYRE_STATUS_UNKNOWN"
+        );
     }
     assert_eq!(Status::from_raw(0), None);
     assert_eq!(Status::DeviceFault.name(), "VYRE_STATUS_DEVICE_FAULT");
@@ -40,8 +46,11 @@ fn version_and_status_names() {
 #[test]
 fn forged_handles_are_errors_not_crashes() {
     // Raw handles through the sys crate: the library reports them.
-    let forged = sys::vyre_buffer { bits: 0x1234_5678_9abc };
-    let e = vyre_cuda::check_raw(unsafe { sys::vyre_buffer_free(forged) }, "vyre_buffer_free").unwrap_err();
+    let forged = sys::vyre_buffer {
+        bits: 0x1234_5678_9abc,
+    };
+    let e = vyre_cuda::check_raw(unsafe { sys::vyre_buffer_free(forged) }, "vyre_buffer_free")
+        .unwrap_err();
     assert_eq!(e.status(), Status::InvalidHandle, "{e}");
     assert!(e.fix().is_some(), "{e}");
     // last_error reads the same, without clearing it.
@@ -49,8 +58,11 @@ fn forged_handles_are_errors_not_crashes() {
     assert_eq!(again.status(), Status::InvalidHandle);
     assert_eq!(again.message(), e.message());
     assert_eq!(e.log(), "", "no compile log");
-    let e = vyre_cuda::check_raw(unsafe { sys::vyre_pending_wait(sys::vyre_pending { bits: 0 }, 0) }, "w")
-        .unwrap_err();
+    let e = vyre_cuda::check_raw(
+        unsafe { sys::vyre_pending_wait(sys::vyre_pending { bits: 0 }, 0) },
+        "w",
+    )
+    .unwrap_err();
     assert_eq!(e.status(), Status::InvalidHandle);
 }
 
@@ -84,10 +96,19 @@ fn device_info_and_context() {
     let (a, b) = (rng.u32s(n), rng.u32s(n));
     let mut out = vec![0u32; n];
     let add = add_program(&small);
-    add.dispatch(Dispatch::new().arg(Arg::input(&a)).arg(Arg::input(&b)).arg(Arg::output(&mut out)).params(&[n as u32]))
-        .unwrap();
+    add.dispatch(
+        Dispatch::new()
+            .arg(Arg::input(&a))
+            .arg(Arg::input(&b))
+            .arg(Arg::output(&mut out))
+            .params(&[n as u32]),
+    )
+    .unwrap();
     check_sum(&a, &b, &out, "staged through small chunks");
-    let bad = ContextOptions { staging_chunk_bytes: 1000, ..Default::default() };
+    let bad = ContextOptions {
+        staging_chunk_bytes: 1000,
+        ..Default::default()
+    };
     assert_error(Context::with_options(&bad), Status::InvalidArgument);
     assert_error(Context::new(1000), Status::NoDevice);
     assert_no_misuse();
@@ -104,8 +125,14 @@ fn telemetry_counts_the_work() {
     let (a, b) = (rng.u32s(n), rng.u32s(n));
     let mut out = vec![0u32; n];
     for _ in 0..3 {
-        add.dispatch(Dispatch::new().arg(Arg::input(&a)).arg(Arg::input(&b)).arg(Arg::output(&mut out)).params(&[n as u32]))
-            .unwrap();
+        add.dispatch(
+            Dispatch::new()
+                .arg(Arg::input(&a))
+                .arg(Arg::input(&b))
+                .arg(Arg::output(&mut out))
+                .params(&[n as u32]),
+        )
+        .unwrap();
     }
     let buffer = ctx.alloc(4096).unwrap();
     let t = ctx.telemetry().unwrap();
@@ -134,7 +161,13 @@ fn vector_add_host_memory() {
         let (a, b) = (rng.u32s(n), rng.u32s(n));
         let mut out = vec![0u32; n];
         let timing = add
-            .dispatch(Dispatch::new().arg(Arg::input(&a)).arg(Arg::input(&b)).arg(Arg::output(&mut out)).params(&[n as u32]))
+            .dispatch(
+                Dispatch::new()
+                    .arg(Arg::input(&a))
+                    .arg(Arg::input(&b))
+                    .arg(Arg::output(&mut out))
+                    .params(&[n as u32]),
+            )
             .unwrap();
         check_sum(&a, &b, &out, &format!("host n={n}"));
         assert!(timing.wall_ns > 0);
@@ -143,11 +176,21 @@ fn vector_add_host_memory() {
     let inc = inc_program(&ctx);
     let n = 1000;
     let mut data: Vec<u32> = (0..n as u32).collect();
-    inc.dispatch(Dispatch::new().arg(Arg::inout(&mut data)).params(&[n as u32])).unwrap();
+    inc.dispatch(
+        Dispatch::new()
+            .arg(Arg::inout(&mut data))
+            .params(&[n as u32]),
+    )
+    .unwrap();
     assert!(data.iter().enumerate().all(|(i, &v)| v == i as u32 + 1));
     let src = data.clone();
     let mut dst = vec![0u32; n];
-    inc.dispatch(Dispatch::new().arg(Arg::in_out(&src, &mut dst)).params(&[n as u32])).unwrap();
+    inc.dispatch(
+        Dispatch::new()
+            .arg(Arg::in_out(&src, &mut dst))
+            .params(&[n as u32]),
+    )
+    .unwrap();
     assert!(dst.iter().enumerate().all(|(i, &v)| v == i as u32 + 2));
     assert_eq!(src, data, "the source of in_out is not written");
     assert_no_misuse();
@@ -167,7 +210,14 @@ fn vector_add_resident_buffers_and_ranges() {
     let info = da.info().unwrap();
     assert_eq!(info.bytes, 4 * n as u64);
     assert_ne!(info.device_pointer, 0);
-    add.dispatch(Dispatch::new().arg(&da).arg(&db).arg(&dout).params(&[n as u32])).unwrap();
+    add.dispatch(
+        Dispatch::new()
+            .arg(&da)
+            .arg(&db)
+            .arg(&dout)
+            .params(&[n as u32]),
+    )
+    .unwrap();
     check_sum(&a, &b, &dout.to_vec::<u32>().unwrap(), "resident");
 
     // Sub-ranges: the second half of each buffer.
@@ -187,16 +237,27 @@ fn vector_add_resident_buffers_and_ranges() {
     check_sum(&a[n / 2..], &b[n / 2..], &second, "resident ranges");
     let mut first = vec![1u32; n / 2];
     fresh.download(0, &mut first).unwrap();
-    assert!(first.iter().all(|&v| v == 0), "the first half was left alone");
+    assert!(
+        first.iter().all(|&v| v == 0),
+        "the first half was left alone"
+    );
 
     // Many ranges at once.
     let buf = ctx.alloc(64).unwrap();
     let (x, y) = ([1u32, 2, 3, 4], [9u8; 8]);
-    buf.upload_ranges(&[UploadRange::new(0, &x), UploadRange::new(32, &y)]).unwrap();
+    buf.upload_ranges(&[UploadRange::new(0, &x), UploadRange::new(32, &y)])
+        .unwrap();
     let (mut gx, mut gy) = ([0u32; 4], [0u8; 8]);
-    buf.download_ranges(&mut [DownloadRange::new(0, &mut gx), DownloadRange::new(32, &mut gy)]).unwrap();
+    buf.download_ranges(&mut [
+        DownloadRange::new(0, &mut gx),
+        DownloadRange::new(32, &mut gy),
+    ])
+    .unwrap();
     assert_eq!((gx, gy), (x, y));
-    assert_error(buf.download_ranges(&mut [DownloadRange::new(60, &mut gx)]), Status::OutOfRange);
+    assert_error(
+        buf.download_ranges(&mut [DownloadRange::new(60, &mut gx)]),
+        Status::OutOfRange,
+    );
     assert_error(buf.upload(60, &x), Status::OutOfRange);
     assert_error(ctx.alloc(0), Status::InvalidArgument);
     buf.free().unwrap();
@@ -213,12 +274,19 @@ fn async_dispatch_pending_and_timing() {
     let mut out = vec![0u32; n];
     let mut pending = add
         .dispatch_async(
-            Dispatch::new().arg(Arg::input(&a)).arg(Arg::input(&b)).arg(Arg::output(&mut out)).params(&[n as u32]).device_timing(true),
+            Dispatch::new()
+                .arg(Arg::input(&a))
+                .arg(Arg::input(&b))
+                .arg(Arg::output(&mut out))
+                .params(&[n as u32])
+                .device_timing(true),
         )
         .unwrap();
     assert_error(pending.timing(), Status::InvalidState);
     let _ = pending.poll().unwrap();
-    assert!(pending.wait_timeout(std::time::Duration::from_secs(30)).unwrap());
+    assert!(pending
+        .wait_timeout(std::time::Duration::from_secs(30))
+        .unwrap());
     assert_error(pending.wait(), Status::InvalidState);
     let timing = pending.timing().unwrap();
     assert!(timing.wall_ns > 0);
@@ -228,24 +296,47 @@ fn async_dispatch_pending_and_timing() {
 
     // finish(): wait + timing + release.
     let mut out2 = vec![0u32; n];
-    add.dispatch_async(Dispatch::new().arg(Arg::input(&a)).arg(Arg::input(&b)).arg(Arg::output(&mut out2)).params(&[n as u32]))
-        .unwrap()
-        .finish()
-        .unwrap();
+    add.dispatch_async(
+        Dispatch::new()
+            .arg(Arg::input(&a))
+            .arg(Arg::input(&b))
+            .arg(Arg::output(&mut out2))
+            .params(&[n as u32]),
+    )
+    .unwrap()
+    .finish()
+    .unwrap();
     check_sum(&a, &b, &out2, "finish");
 
     // Dropped unwaited: released, host outputs never written.
     let mut untouched = vec![7u32; n];
     drop(
-        add.dispatch_async(Dispatch::new().arg(Arg::input(&a)).arg(Arg::input(&b)).arg(Arg::output(&mut untouched)).params(&[n as u32]))
-            .unwrap(),
+        add.dispatch_async(
+            Dispatch::new()
+                .arg(Arg::input(&a))
+                .arg(Arg::input(&b))
+                .arg(Arg::output(&mut untouched))
+                .params(&[n as u32]),
+        )
+        .unwrap(),
     );
-    assert!(untouched.iter().all(|&v| v == 7), "a released pending wrote its outputs");
+    assert!(
+        untouched.iter().all(|&v| v == 7),
+        "a released pending wrote its outputs"
+    );
     assert_eq!(ctx.telemetry().unwrap().live_pendings, 0);
 
     // Resident async into a given buffer, reused descriptor.
-    let (da, db, dout) = (ctx.upload(&a).unwrap(), ctx.upload(&b).unwrap(), ctx.alloc(4 * n as u64).unwrap());
-    let mut d = Dispatch::new().arg(&da).arg(&db).arg(&dout).params(&[n as u32]);
+    let (da, db, dout) = (
+        ctx.upload(&a).unwrap(),
+        ctx.upload(&b).unwrap(),
+        ctx.alloc(4 * n as u64).unwrap(),
+    );
+    let mut d = Dispatch::new()
+        .arg(&da)
+        .arg(&db)
+        .arg(&dout)
+        .params(&[n as u32]);
     for _ in 0..3 {
         add.dispatch_with(&mut d).unwrap();
     }
@@ -274,12 +365,24 @@ fn values_moved_between_threads_keep_working() {
         .unwrap()
     };
     let (add, dout) = std::thread::spawn(move || {
-        add.dispatch(Dispatch::new().arg(&da).arg(&db).arg(&dout).params(&[n as u32])).unwrap();
+        add.dispatch(
+            Dispatch::new()
+                .arg(&da)
+                .arg(&db)
+                .arg(&dout)
+                .params(&[n as u32]),
+        )
+        .unwrap();
         (add, dout)
     })
     .join()
     .unwrap();
-    check_sum(&a, &b, &dout.to_vec::<u32>().unwrap(), "moved between threads");
+    check_sum(
+        &a,
+        &b,
+        &dout.to_vec::<u32>().unwrap(),
+        "moved between threads",
+    );
     drop(ctx2);
 
     // One program shared by 8 threads, each with its own data; a pending
@@ -294,8 +397,14 @@ fn values_moved_between_threads_keep_working() {
                     let m = 100 + rng.below(3000) as usize;
                     let (a, b) = (rng.u32s(m), rng.u32s(m));
                     let mut out = vec![0u32; m];
-                    add.dispatch(Dispatch::new().arg(Arg::input(&a)).arg(Arg::input(&b)).arg(Arg::output(&mut out)).params(&[m as u32]))
-                        .unwrap();
+                    add.dispatch(
+                        Dispatch::new()
+                            .arg(Arg::input(&a))
+                            .arg(Arg::input(&b))
+                            .arg(Arg::output(&mut out))
+                            .params(&[m as u32]),
+                    )
+                    .unwrap();
                     check_sum(&a, &b, &out, &format!("thread {t} round {round}"));
                 }
             });
@@ -303,7 +412,13 @@ fn values_moved_between_threads_keep_working() {
     });
     let mut out = vec![0u32; n];
     let pending = add
-        .dispatch_async(Dispatch::new().arg(Arg::input(&a)).arg(Arg::input(&b)).arg(Arg::output(&mut out)).params(&[n as u32]))
+        .dispatch_async(
+            Dispatch::new()
+                .arg(Arg::input(&a))
+                .arg(Arg::input(&b))
+                .arg(Arg::output(&mut out))
+                .params(&[n as u32]),
+        )
         .unwrap();
     std::thread::scope(|s| {
         s.spawn(move || pending.finish().unwrap());
@@ -320,7 +435,14 @@ fn objects_keep_their_context_alive() {
     let buffer = owned.upload(&[1u32, 2, 3]).unwrap();
     drop(owned); // the program and buffer still hold it
     let mut out = [0u32; 3];
-    add.dispatch(Dispatch::new().arg(&buffer).arg(&buffer).arg(Arg::output(&mut out)).params(&[3])).unwrap();
+    add.dispatch(
+        Dispatch::new()
+            .arg(&buffer)
+            .arg(&buffer)
+            .arg(Arg::output(&mut out))
+            .params(&[3]),
+    )
+    .unwrap();
     assert_eq!(out, [2, 4, 6]);
     assert_eq!(add.context().telemetry().unwrap().live_buffers, 1);
     // Explicit destroy/free consume the value: a use afterwards does not compile.
@@ -337,39 +459,69 @@ fn bad_input_is_an_error_with_a_fix() {
     let (a, b) = (vec![1u32; 10], vec![2u32; 10]);
     let mut out = vec![0u32; 10];
     // Too few bindings.
-    assert_error(add.dispatch(Dispatch::new().arg(Arg::input(&a)).params(&[10])), Status::InvalidArgument);
+    assert_error(
+        add.dispatch(Dispatch::new().arg(Arg::input(&a)).params(&[10])),
+        Status::InvalidArgument,
+    );
     // An output bound as an input.
     assert_error(
-        add.dispatch(Dispatch::new().arg(Arg::input(&a)).arg(Arg::input(&b)).arg(Arg::input(&out)).params(&[10])),
+        add.dispatch(
+            Dispatch::new()
+                .arg(Arg::input(&a))
+                .arg(Arg::input(&b))
+                .arg(Arg::input(&out))
+                .params(&[10]),
+        ),
         Status::InvalidArgument,
     );
     // A length that is not a whole number of elements.
     let odd = vec![0u8; 7];
     assert_error(
-        add.dispatch(Dispatch::new().arg(Arg::input(&odd)).arg(Arg::input(&b)).arg(Arg::output(&mut out)).params(&[10])),
+        add.dispatch(
+            Dispatch::new()
+                .arg(Arg::input(&odd))
+                .arg(Arg::input(&b))
+                .arg(Arg::output(&mut out))
+                .params(&[10]),
+        ),
         Status::InvalidArgument,
     );
     // in_out with different lengths: caught in Rust.
     let inc = inc_program(&ctx);
     let mut short = vec![0u32; 3];
-    let e = assert_error(inc.dispatch(Dispatch::new().arg(Arg::in_out(&a, &mut short))), Status::InvalidArgument);
+    let e = assert_error(
+        inc.dispatch(Dispatch::new().arg(Arg::in_out(&a, &mut short))),
+        Status::InvalidArgument,
+    );
     assert_eq!(e.cu_result(), 0);
     // Programs.
     assert_error(
-        Program::builder(Code::Ptx(ADD_PTX), "no_such_kernel").bindings(add_bindings()).build(&ctx),
+        Program::builder(Code::Ptx(ADD_PTX), "no_such_kernel")
+            .bindings(add_bindings())
+            .build(&ctx),
         Status::EntryNotFound,
     );
     assert_error(
-        Program::builder(Code::Ptx(ADD_PTX), "bad\0entry").bindings(add_bindings()).build(&ctx),
-        Status::InvalidArgument,
-    );
-    assert_error(Program::builder(Code::Ptx(""), "e").build(&ctx), Status::InvalidArgument);
-    assert_error(
-        Program::builder(Code::Ptx(ADD_PTX), "vyre_test_add_u32").bindings(add_bindings()).workgroup_size(0).build(&ctx),
+        Program::builder(Code::Ptx(ADD_PTX), "bad\0entry")
+            .bindings(add_bindings())
+            .build(&ctx),
         Status::InvalidArgument,
     );
     assert_error(
-        Program::builder(Code::Binary(b"not an image"), "vyre_test_add_u32").bindings(add_bindings()).build(&ctx),
+        Program::builder(Code::Ptx(""), "e").build(&ctx),
+        Status::InvalidArgument,
+    );
+    assert_error(
+        Program::builder(Code::Ptx(ADD_PTX), "vyre_test_add_u32")
+            .bindings(add_bindings())
+            .workgroup_size(0)
+            .build(&ctx),
+        Status::InvalidArgument,
+    );
+    assert_error(
+        Program::builder(Code::Binary(b"not an image"), "vyre_test_add_u32")
+            .bindings(add_bindings())
+            .build(&ctx),
         Status::InvalidArgument,
     );
     assert_error(
@@ -382,13 +534,25 @@ fn bad_input_is_an_error_with_a_fix() {
     let other = Context::new(0).unwrap();
     let foreign = other.alloc(40).unwrap();
     assert_error(
-        add.dispatch(Dispatch::new().arg(&foreign).arg(Arg::input(&b)).arg(Arg::output(&mut out)).params(&[10])),
+        add.dispatch(
+            Dispatch::new()
+                .arg(&foreign)
+                .arg(Arg::input(&b))
+                .arg(Arg::output(&mut out))
+                .params(&[10]),
+        ),
         Status::InvalidArgument,
     );
     // Resident range beyond the buffer.
     let small = ctx.alloc(16).unwrap();
     assert_error(
-        add.dispatch(Dispatch::new().arg(small.range(8, 16)).arg(Arg::input(&b)).arg(Arg::output(&mut out)).params(&[10])),
+        add.dispatch(
+            Dispatch::new()
+                .arg(small.range(8, 16))
+                .arg(Arg::input(&b))
+                .arg(Arg::output(&mut out))
+                .params(&[10]),
+        ),
         Status::OutOfRange,
     );
     assert_no_misuse();
@@ -416,16 +580,24 @@ fn pinned_buffers_and_registrations() {
     {
         let pa = pa.as_slice_of::<u32>().unwrap();
         let out = pout.as_mut_slice_of::<u32>().unwrap();
-        add.dispatch_async(Dispatch::new().arg(Arg::input(pa)).arg(Arg::input(&b)).arg(Arg::output(out)).params(&[n as u32]))
-            .unwrap()
-            .finish()
-            .unwrap();
+        add.dispatch_async(
+            Dispatch::new()
+                .arg(Arg::input(pa))
+                .arg(Arg::input(&b))
+                .arg(Arg::output(out))
+                .params(&[n as u32]),
+        )
+        .unwrap()
+        .finish()
+        .unwrap();
     }
     check_sum(&a, &b, pout.as_slice_of::<u32>().unwrap(), "pinned");
     // Uploads and downloads in place.
     let buffer = ctx.alloc(4 * n as u64).unwrap();
     buffer.upload(0, pa.as_slice_of::<u32>().unwrap()).unwrap();
-    buffer.download(0, pout.as_mut_slice_of::<u32>().unwrap()).unwrap();
+    buffer
+        .download(0, pout.as_mut_slice_of::<u32>().unwrap())
+        .unwrap();
     assert_eq!(pout.as_slice_of::<u32>().unwrap(), &a[..]);
     assert_error(pout.as_slice_of::<[u8; 3]>(), Status::InvalidArgument);
     pout.free().unwrap();
@@ -440,10 +612,16 @@ fn pinned_buffers_and_registrations() {
             assert!(fake_stats().registered_ranges_live >= 2);
         }
         // Overlapping registrations are refused.
-        add.dispatch_async(Dispatch::new().arg(Arg::input(&a)).arg(Arg::input(&rb[..])).arg(Arg::output(&mut rout[..])).params(&[n as u32]))
-            .unwrap()
-            .finish()
-            .unwrap();
+        add.dispatch_async(
+            Dispatch::new()
+                .arg(Arg::input(&a))
+                .arg(Arg::input(&rb[..]))
+                .arg(Arg::output(&mut rout[..]))
+                .params(&[n as u32]),
+        )
+        .unwrap()
+        .finish()
+        .unwrap();
         check_sum(&a, &b, &rout, "registered");
         rout.unregister().unwrap();
     }
@@ -466,11 +644,15 @@ fn leaked_pendings_cannot_reach_pinned_memory() {
     let mut pout = ctx.alloc_pinned(4 * n).unwrap();
     let pending = add
         .dispatch_async(
-            Dispatch::new().arg(Arg::input(&a)).arg(Arg::input(&b)).arg(Arg::output(pout.as_mut_slice_of::<u32>().unwrap())).params(&[n as u32]),
+            Dispatch::new()
+                .arg(Arg::input(&a))
+                .arg(Arg::input(&b))
+                .arg(Arg::output(pout.as_mut_slice_of::<u32>().unwrap()))
+                .params(&[n as u32]),
         )
         .unwrap();
     std::mem::forget(pending); // the borrow ends; the DMA may not have
-    // Touching the memory first releases the leaked dispatch (its work done).
+                               // Touching the memory first releases the leaked dispatch (its work done).
     let out = pout.as_slice_of::<u32>().unwrap();
     check_sum(&a, &b, out, "pinned output of a leaked pending");
     assert_eq!(ctx.telemetry().unwrap().live_pendings, 0);
@@ -479,8 +661,14 @@ fn leaked_pendings_cannot_reach_pinned_memory() {
     {
         let mut reg = ctx.register(&mut host).unwrap();
         std::mem::forget(
-            add.dispatch_async(Dispatch::new().arg(Arg::input(&a)).arg(Arg::input(&b)).arg(Arg::output(&mut reg[..])).params(&[n as u32]))
-                .unwrap(),
+            add.dispatch_async(
+                Dispatch::new()
+                    .arg(Arg::input(&a))
+                    .arg(Arg::input(&b))
+                    .arg(Arg::output(&mut reg[..]))
+                    .params(&[n as u32]),
+            )
+            .unwrap(),
         );
         // Unregistering first releases the leaked dispatch, so it succeeds.
         reg.unregister().unwrap();
@@ -490,12 +678,22 @@ fn leaked_pendings_cannot_reach_pinned_memory() {
     let mut small = ctx.alloc_pinned(4096).unwrap();
     std::mem::forget(
         add.dispatch_async(
-            Dispatch::new().arg(Arg::input(&a[..1024])).arg(Arg::input(&b[..1024])).arg(Arg::output(small.as_mut_slice_of::<u32>().unwrap())).params(&[1024]),
+            Dispatch::new()
+                .arg(Arg::input(&a[..1024]))
+                .arg(Arg::input(&b[..1024]))
+                .arg(Arg::output(small.as_mut_slice_of::<u32>().unwrap()))
+                .params(&[1024]),
         )
         .unwrap(),
     );
     let small_out = small.as_slice_of::<u32>().unwrap();
-    assert!(small_out.iter().all(|&v| v == 0) || small_out.iter().enumerate().all(|(i, &v)| v == a[i].wrapping_add(b[i])));
+    assert!(
+        small_out.iter().all(|&v| v == 0)
+            || small_out
+                .iter()
+                .enumerate()
+                .all(|(i, &v)| v == a[i].wrapping_add(b[i]))
+    );
     assert_eq!(ctx.telemetry().unwrap().live_pendings, 0);
     assert_no_misuse();
 }
@@ -508,8 +706,16 @@ fn leaked_pendings_cannot_reach_pinned_memory() {
 fn explicit_parameter_list_saxpy() {
     with_context!(ctx);
     let saxpy = Program::builder(Code::Ptx(SAXPY_PTX), "vyre_test_saxpy_f32")
-        .bindings([Binding::input::<f32>().name("x"), Binding::input_output::<f32>().name("y")])
-        .params([Param::Scalar32(0), Param::Binding(0), Param::Binding(1), Param::Scalar64(1)])
+        .bindings([
+            Binding::input::<f32>().name("x"),
+            Binding::input_output::<f32>().name("y"),
+        ])
+        .params([
+            Param::Scalar32(0),
+            Param::Binding(0),
+            Param::Binding(1),
+            Param::Scalar64(1),
+        ])
         .workgroup_size(128)
         .build(&ctx)
         .unwrap();
@@ -519,19 +725,39 @@ fn explicit_parameter_list_saxpy() {
     let mut y: Vec<f32> = (0..n).map(|i| (i % 7) as f32).collect();
     let y0 = y.clone();
     let a = 3.0f32;
-    saxpy.dispatch(Dispatch::new().arg(Arg::input(&x)).arg(Arg::inout(&mut y)).scalar_f32(a).scalar_u64(n as u64)).unwrap();
+    saxpy
+        .dispatch(
+            Dispatch::new()
+                .arg(Arg::input(&x))
+                .arg(Arg::inout(&mut y))
+                .scalar_f32(a)
+                .scalar_u64(n as u64),
+        )
+        .unwrap();
     for i in 0..n {
         assert_eq!(y[i], a * x[i] + y0[i], "y[{i}]");
     }
     // Only the first half: n is a scalar, not the binding size.
     let mut y2 = y0.clone();
-    saxpy.dispatch(Dispatch::new().arg(Arg::input(&x)).arg(Arg::inout(&mut y2)).scalars(&[a.to_bits() as u64, n as u64 / 2])).unwrap();
+    saxpy
+        .dispatch(
+            Dispatch::new()
+                .arg(Arg::input(&x))
+                .arg(Arg::inout(&mut y2))
+                .scalars(&[a.to_bits() as u64, n as u64 / 2]),
+        )
+        .unwrap();
     for i in 0..n {
         let expected = if i < n / 2 { a * x[i] + y0[i] } else { y0[i] };
         assert_eq!(y2[i], expected, "half: y[{i}]");
     }
     assert_error(
-        saxpy.dispatch(Dispatch::new().arg(Arg::input(&x)).arg(Arg::inout(&mut y2)).scalar_f32(a)),
+        saxpy.dispatch(
+            Dispatch::new()
+                .arg(Arg::input(&x))
+                .arg(Arg::inout(&mut y2))
+                .scalar_f32(a),
+        ),
         Status::InvalidArgument,
     );
     assert_no_misuse();
@@ -547,22 +773,42 @@ fn parameter_kinds_reach_the_kernel() {
     let Some(ctx) = context() else { return };
     let probe = Program::builder(Code::Ptx(PROBE_PTX), "vyre_test_probe_params")
         .binding(Binding::input::<u32>())
-        .params([Param::Scalar64(0), Param::NullPointer, Param::Scalar32(1), Param::ParamWords])
+        .params([
+            Param::Scalar64(0),
+            Param::NullPointer,
+            Param::Scalar32(1),
+            Param::ParamWords,
+        ])
         .workgroup_size(32)
         .build(&ctx)
         .unwrap();
     let data = [5u32; 32];
     probe
-        .dispatch(Dispatch::new().arg(Arg::input(&data)).scalars(&[0x1122_3344_5566_7788, 0xFFFF_FFFF_AABB_CCDD]).params(&[777]))
+        .dispatch(
+            Dispatch::new()
+                .arg(Arg::input(&data))
+                .scalars(&[0x1122_3344_5566_7788, 0xFFFF_FFFF_AABB_CCDD])
+                .params(&[777]),
+        )
         .unwrap();
     let s = fake_stats();
-    assert_eq!((s.probe_a, s.probe_b, s.probe_c, s.probe_d0), (0x1122_3344_5566_7788, 0, 0xAABB_CCDD, 777));
+    assert_eq!(
+        (s.probe_a, s.probe_b, s.probe_c, s.probe_d0),
+        (0x1122_3344_5566_7788, 0, 0xAABB_CCDD, 777)
+    );
     let probe2 = Program::builder(Code::Ptx(PROBE_PTX), "vyre_test_probe_params")
         .binding(Binding::input::<u32>())
-        .params([Param::Scalar64(0), Param::NullPointer, Param::Scalar32(0), Param::Binding(0)])
+        .params([
+            Param::Scalar64(0),
+            Param::NullPointer,
+            Param::Scalar32(0),
+            Param::Binding(0),
+        ])
         .build(&ctx)
         .unwrap();
-    probe2.dispatch(Dispatch::new().arg(Arg::input(&data)).scalar_u64(42)).unwrap();
+    probe2
+        .dispatch(Dispatch::new().arg(Arg::input(&data)).scalar_u64(42))
+        .unwrap();
     let s = fake_stats();
     assert_eq!((s.probe_a, s.probe_c, s.probe_d0), (42, 42, 5));
     assert_no_misuse();
@@ -582,7 +828,14 @@ fn dynamic_shared_memory() {
         .unwrap();
     let n = 500;
     let mut data: Vec<u32> = (0..n).collect();
-    inc.dispatch(Dispatch::new().arg(Arg::inout(&mut data)).arg(Arg::shared()).params(&[n]).shared_memory_bytes(256)).unwrap();
+    inc.dispatch(
+        Dispatch::new()
+            .arg(Arg::inout(&mut data))
+            .arg(Arg::shared())
+            .params(&[n])
+            .shared_memory_bytes(256),
+    )
+    .unwrap();
     assert!(data.iter().enumerate().all(|(i, &v)| v == i as u32 + 1));
     if fake() {
         assert_eq!(fake_stats().last_shared_bytes, 64 * 4 + 128 + 256);
@@ -590,9 +843,55 @@ fn dynamic_shared_memory() {
     assert_no_misuse();
 }
 
+#[test]
+fn cooperative_launch() {
+    with_context!(ctx);
+    let info = ctx.device_info().unwrap();
+    let inc = inc_program(&ctx);
+    let n = 256u32;
+    let mut data: Vec<u32> = (0..n).collect();
+    let run = inc.dispatch(
+        Dispatch::new()
+            .arg(Arg::inout(&mut data))
+            .params(&[n])
+            .cooperative(true),
+    );
+    if !info.cooperative_launch {
+        assert_error(run, Status::LimitExceeded);
+        return;
+    }
+    run.unwrap();
+    assert!(data.iter().enumerate().all(|(i, &v)| v == i as u32 + 1));
+    // A grid that cannot be co-resident is refused before launch.
+    let mut big = vec![0u32; 1 << 20];
+    let too_many = inc.dispatch(
+        Dispatch::new()
+            .arg(Arg::inout(&mut big))
+            .params(&[1 << 20])
+            .grid([1 << 16, 1, 1])
+            .block([32, 1, 1])
+            .cooperative(true),
+    );
+    assert_error(too_many, Status::LimitExceeded);
+    // Graphs launch with cuLaunchKernel: a cooperative dispatch is not recordable.
+    assert_error(
+        inc.record(
+            &Dispatch::new()
+                .arg(Arg::inout(&mut data))
+                .params(&[n])
+                .cooperative(true),
+        ),
+        Status::InvalidArgument,
+    );
+    assert_no_misuse();
+}
+
 fn test_kernel_image(name: &str) -> Option<Vec<u8>> {
     let dir = std::env::var_os("VYRE_CUDA_TEST_KERNELS_DIR")?;
-    Some(std::fs::read(std::path::Path::new(&dir).join(name)).unwrap_or_else(|e| panic!("{name}: {e}")))
+    Some(
+        std::fs::read(std::path::Path::new(&dir).join(name))
+            .unwrap_or_else(|e| panic!("{name}: {e}")),
+    )
 }
 
 #[test]
@@ -603,17 +902,28 @@ fn cubin_and_fatbin_programs() {
             eprintln!("skipped: set VYRE_CUDA_TEST_KERNELS_DIR to build/<preset>/tests/support for {name}");
             return;
         };
-        let add = Program::builder(Code::Binary(&image), "vyre_test_add_u32").bindings(add_bindings()).build(&ctx).unwrap();
+        let add = Program::builder(Code::Binary(&image), "vyre_test_add_u32")
+            .bindings(add_bindings())
+            .build(&ctx)
+            .unwrap();
         let n = 777;
         let mut rng = Rng::new(9);
         let (a, b) = (rng.u32s(n), rng.u32s(n));
         let mut out = vec![0u32; n];
-        add.dispatch(Dispatch::new().arg(Arg::input(&a)).arg(Arg::input(&b)).arg(Arg::output(&mut out)).params(&[n as u32]))
-            .unwrap();
+        add.dispatch(
+            Dispatch::new()
+                .arg(Arg::input(&a))
+                .arg(Arg::input(&b))
+                .arg(Arg::output(&mut out))
+                .params(&[n as u32]),
+        )
+        .unwrap();
         check_sum(&a, &b, &out, name);
         // A cut image is refused before the driver sees it.
         assert_error(
-            Program::builder(Code::Binary(&image[..image.len() / 2]), "vyre_test_add_u32").bindings(add_bindings()).build(&ctx),
+            Program::builder(Code::Binary(&image[..image.len() / 2]), "vyre_test_add_u32")
+                .bindings(add_bindings())
+                .build(&ctx),
             Status::InvalidArgument,
         );
     }
@@ -647,13 +957,27 @@ fn cuda_source_through_nvrtc() {
     let mut rng = Rng::new(10);
     let (a, b) = (rng.u32s(n), rng.u32s(n));
     let mut out = vec![0u32; n];
-    add.dispatch(Dispatch::new().arg(Arg::input(&a)).arg(Arg::input(&b)).arg(Arg::output(&mut out)).params(&[n as u32])).unwrap();
+    add.dispatch(
+        Dispatch::new()
+            .arg(Arg::input(&a))
+            .arg(Arg::input(&b))
+            .arg(Arg::output(&mut out))
+            .params(&[n as u32]),
+    )
+    .unwrap();
     check_sum(&a, &b, &out, "NVRTC");
     let e = assert_error(
-        Program::builder(Code::CudaSource("extern \"C\" __global__ void k() { undeclared_identifier_xyz; }"), "k").build(&ctx),
+        Program::builder(
+            Code::CudaSource("extern \"C\" __global__ void k() { undeclared_identifier_xyz; }"),
+            "k",
+        )
+        .build(&ctx),
         Status::CompileFailed,
     );
-    assert!(e.log().contains("undeclared_identifier_xyz"), "the NVRTC log is missing: {e}");
+    assert!(
+        e.log().contains("undeclared_identifier_xyz"),
+        "the NVRTC log is missing: {e}"
+    );
     assert!(e.message().contains("undeclared_identifier_xyz"));
     assert_no_misuse();
 }
@@ -671,7 +995,9 @@ fn a_huge_jit_log_rides_on_the_error() {
     for entry in ["vyre_test_add_u32".to_string(), "e".repeat(10_000)] {
         let code = format!(".version 7.0\n// fake-jit-log-bytes: {n}\n");
         let e = assert_error(
-            Program::builder(Code::Ptx(&code), &entry).bindings(add_bindings()).build(&ctx),
+            Program::builder(Code::Ptx(&code), &entry)
+                .bindings(add_bindings())
+                .build(&ctx),
             Status::CompileFailed,
         );
         let first = e.message().lines().next().unwrap();
@@ -680,6 +1006,11 @@ fn a_huge_jit_log_rides_on_the_error() {
         assert!(e.message().len() <= 8191);
         assert!(e.message().contains("[log truncated: "));
         assert_eq!(e.log(), expected);
+        assert_eq!(
+            vyre_cuda::last_error_log(),
+            expected,
+            "read again, not cleared"
+        );
         assert_ne!(e.cu_result(), 0, "the driver's CUresult");
     }
     assert_no_misuse();
@@ -698,7 +1029,13 @@ fn host_graph_record_and_replay() {
     let (a, b) = (rng.u32s(n), rng.u32s(n));
     let mut sample_out = vec![0u32; n];
     let graph = add
-        .record(&Dispatch::new().arg(Arg::input(&a)).arg(Arg::input(&b)).arg(Arg::output(&mut sample_out)).params(&[n as u32]))
+        .record(
+            &Dispatch::new()
+                .arg(Arg::input(&a))
+                .arg(Arg::input(&b))
+                .arg(Arg::output(&mut sample_out))
+                .params(&[n as u32]),
+        )
         .unwrap();
     assert!(sample_out.iter().all(|&v| v == 0), "recording ran nothing");
     let info = graph.info().unwrap();
@@ -708,13 +1045,26 @@ fn host_graph_record_and_replay() {
     assert_eq!(info.host_output_bytes, 4 * n as u64);
     let kinds = graph.node_kinds().unwrap();
     assert_eq!(kinds.len() as u64, info.node_count);
-    assert_eq!(kinds.iter().filter(|k| **k == GraphNodeKind::Kernel).count(), 1);
+    assert_eq!(
+        kinds
+            .iter()
+            .filter(|k| **k == GraphNodeKind::Kernel)
+            .count(),
+        1
+    );
     assert!(kinds.contains(&GraphNodeKind::Memcpy));
 
     for round in 0..3 {
         let (a2, b2) = (rng.u32s(n), rng.u32s(n));
         let mut out = vec![0u32; n];
-        graph.replay(Replay::new().arg(Arg::input(&a2)).arg(Arg::input(&b2)).arg(Arg::output(&mut out))).unwrap();
+        graph
+            .replay(
+                Replay::new()
+                    .arg(Arg::input(&a2))
+                    .arg(Arg::input(&b2))
+                    .arg(Arg::output(&mut out)),
+            )
+            .unwrap();
         check_sum(&a2, &b2, &out, &format!("graph replay {round}"));
     }
     // The same inputs again: the graph without input copies runs.
@@ -722,7 +1072,14 @@ fn host_graph_record_and_replay() {
     let (a3, b3) = (rng.u32s(n), rng.u32s(n));
     for _ in 0..2 {
         let mut out = vec![0u32; n];
-        graph.replay(Replay::new().arg(Arg::input(&a3)).arg(Arg::input(&b3)).arg(Arg::output(&mut out))).unwrap();
+        graph
+            .replay(
+                Replay::new()
+                    .arg(Arg::input(&a3))
+                    .arg(Arg::input(&b3))
+                    .arg(Arg::output(&mut out)),
+            )
+            .unwrap();
         check_sum(&a3, &b3, &out, "unchanged inputs");
     }
     assert_eq!(ctx.telemetry().unwrap().graph_uploads_skipped, skipped + 1);
@@ -731,9 +1088,21 @@ fn host_graph_record_and_replay() {
     // Asynchronous replay; a second one while it is unwaited is refused.
     let mut out = vec![0u32; n];
     let mut out2 = vec![0u32; n];
-    let mut pending = graph.replay_async(Replay::new().arg(Arg::input(&a)).arg(Arg::input(&b)).arg(Arg::output(&mut out))).unwrap();
+    let mut pending = graph
+        .replay_async(
+            Replay::new()
+                .arg(Arg::input(&a))
+                .arg(Arg::input(&b))
+                .arg(Arg::output(&mut out)),
+        )
+        .unwrap();
     assert_error(
-        graph.replay(Replay::new().arg(Arg::input(&a)).arg(Arg::input(&b)).arg(Arg::output(&mut out2))),
+        graph.replay(
+            Replay::new()
+                .arg(Arg::input(&a))
+                .arg(Arg::input(&b))
+                .arg(Arg::output(&mut out2)),
+        ),
         Status::InvalidState,
     );
     pending.wait().unwrap();
@@ -744,7 +1113,12 @@ fn host_graph_record_and_replay() {
     // Shape mismatch and missing bindings.
     let short = vec![1u32; n - 1];
     assert_error(
-        graph.replay(Replay::new().arg(Arg::input(&short)).arg(Arg::input(&b)).arg(Arg::output(&mut out))),
+        graph.replay(
+            Replay::new()
+                .arg(Arg::input(&short))
+                .arg(Arg::input(&b))
+                .arg(Arg::output(&mut out)),
+        ),
         Status::ShapeMismatch,
     );
     assert_error(graph.launch(), Status::InvalidArgument);
@@ -759,8 +1133,20 @@ fn resident_graph_rebind_element_count_and_node_update() {
     let n = 1024;
     let mut rng = Rng::new(12);
     let (a, b) = (rng.u32s(n), rng.u32s(n));
-    let (da, db, dout) = (ctx.upload(&a).unwrap(), ctx.upload(&b).unwrap(), ctx.alloc(4 * n as u64).unwrap());
-    let graph = add.record(&Dispatch::new().arg(&da).arg(&db).arg(&dout).params(&[n as u32])).unwrap();
+    let (da, db, dout) = (
+        ctx.upload(&a).unwrap(),
+        ctx.upload(&b).unwrap(),
+        ctx.alloc(4 * n as u64).unwrap(),
+    );
+    let graph = add
+        .record(
+            &Dispatch::new()
+                .arg(&da)
+                .arg(&db)
+                .arg(&dout)
+                .params(&[n as u32]),
+        )
+        .unwrap();
     graph.launch().unwrap();
     check_sum(&a, &b, &dout.to_vec::<u32>().unwrap(), "resident graph");
     let info = graph.info().unwrap();
@@ -769,38 +1155,88 @@ fn resident_graph_rebind_element_count_and_node_update() {
 
     // Rebind to other buffers.
     let (a2, b2) = (rng.u32s(n), rng.u32s(n));
-    let (ea, eb, eout) = (ctx.upload(&a2).unwrap(), ctx.upload(&b2).unwrap(), ctx.alloc(4 * n as u64).unwrap());
-    graph.replay(Replay::new().arg(&ea).arg(&eb).arg(&eout)).unwrap();
+    let (ea, eb, eout) = (
+        ctx.upload(&a2).unwrap(),
+        ctx.upload(&b2).unwrap(),
+        ctx.alloc(4 * n as u64).unwrap(),
+    );
+    graph
+        .replay(Replay::new().arg(&ea).arg(&eb).arg(&eout))
+        .unwrap();
     check_sum(&a2, &b2, &eout.to_vec::<u32>().unwrap(), "rebound graph");
 
     // Fewer elements: a smaller grid and parameter words.
     let m = 300;
     let fresh = ctx.alloc(4 * n as u64).unwrap();
     fresh.upload(0, &vec![0u32; n]).unwrap();
-    graph.replay(Replay::new().arg(&ea).arg(&eb).arg(&fresh).element_count(m as u64).params(&[m as u32])).unwrap();
+    graph
+        .replay(
+            Replay::new()
+                .arg(&ea)
+                .arg(&eb)
+                .arg(&fresh)
+                .element_count(m as u64)
+                .params(&[m as u32]),
+        )
+        .unwrap();
     let got = fresh.to_vec::<u32>().unwrap();
     check_sum(&a2[..m], &b2[..m], &got[..m], "element_count");
     assert!(got[m..].iter().all(|&v| v == 0));
-    assert_error(graph.replay(Replay::new().element_count(2 * n as u64 + 1)), Status::LimitExceeded);
+    assert_error(
+        graph.replay(Replay::new().element_count(2 * n as u64 + 1)),
+        Status::LimitExceeded,
+    );
 
     // A kernel node's grid: 2 blocks of 256 cover 512 elements.
-    let kernel = graph.node_kinds().unwrap().iter().position(|k| *k == GraphNodeKind::Kernel).unwrap() as u64;
-    graph.replay(Replay::new().element_count(n as u64).params(&[n as u32])).unwrap();
-    graph.update_kernel_node(kernel, &KernelNodeUpdate { grid: Some([2, 1, 1]), scalars: None }).unwrap();
+    let kernel = graph
+        .node_kinds()
+        .unwrap()
+        .iter()
+        .position(|k| *k == GraphNodeKind::Kernel)
+        .unwrap() as u64;
+    graph
+        .replay(Replay::new().element_count(n as u64).params(&[n as u32]))
+        .unwrap();
+    graph
+        .update_kernel_node(
+            kernel,
+            &KernelNodeUpdate {
+                grid: Some([2, 1, 1]),
+                scalars: None,
+            },
+        )
+        .unwrap();
     let (a3, b3) = (rng.u32s(n), rng.u32s(n));
     ea.upload(0, &a3).unwrap();
     eb.upload(0, &b3).unwrap();
     graph.launch().unwrap();
     let got = fresh.to_vec::<u32>().unwrap(); // the output bound last
     check_sum(&a3[..512], &b3[..512], &got[..512], "updated grid");
-    assert!(got[512..].iter().all(|&v| v == 0), "the output is zeroed, the rest not computed");
-    assert_error(graph.update_kernel_node(kernel, &KernelNodeUpdate::default()), Status::InvalidArgument);
-    assert_error(graph.update_kernel_node(1000, &KernelNodeUpdate { grid: Some([1, 1, 1]), scalars: None }), Status::OutOfRange);
+    assert!(
+        got[512..].iter().all(|&v| v == 0),
+        "the output is zeroed, the rest not computed"
+    );
+    assert_error(
+        graph.update_kernel_node(kernel, &KernelNodeUpdate::default()),
+        Status::InvalidArgument,
+    );
+    assert_error(
+        graph.update_kernel_node(
+            1000,
+            &KernelNodeUpdate {
+                grid: Some([1, 1, 1]),
+                scalars: None,
+            },
+        ),
+        Status::OutOfRange,
+    );
 
     // A freed buffer still bound is refused until rebound.
     drop(ea);
     assert_error(graph.launch(), Status::StaleHandle);
-    graph.replay(Replay::new().arg(&da).arg(&db).arg(&dout)).unwrap();
+    graph
+        .replay(Replay::new().arg(&da).arg(&db).arg(&dout))
+        .unwrap();
     assert_no_misuse();
 }
 
@@ -812,10 +1248,18 @@ fn sequence_run_matches_its_graph() {
     let mut rng = Rng::new(13);
     let (a, b) = (rng.u32s(n), rng.u32s(n));
     let bytes = 4 * n as u64;
-    let (da, db, dout) = (ctx.alloc(bytes).unwrap(), ctx.alloc(bytes).unwrap(), ctx.alloc(bytes).unwrap());
+    let (da, db, dout) = (
+        ctx.alloc(bytes).unwrap(),
+        ctx.alloc(bytes).unwrap(),
+        ctx.alloc(bytes).unwrap(),
+    );
     let filled = ctx.alloc(64).unwrap();
     // a + 4b: four times (dout = da + db; da = dout).
-    let expected: Vec<u32> = a.iter().zip(&b).map(|(x, y)| x.wrapping_add(y.wrapping_mul(4))).collect();
+    let expected: Vec<u32> = a
+        .iter()
+        .zip(&b)
+        .map(|(x, y)| x.wrapping_add(y.wrapping_mul(4)))
+        .collect();
     let mut results = Vec::new();
     for use_graph in [false, true] {
         let mut out = vec![0u32; n];
@@ -824,13 +1268,29 @@ fn sequence_run_matches_its_graph() {
             let steps = vec![
                 Step::upload(&da, 0, &a),
                 Step::upload(&db, 0, &b),
-                Step::dispatch(&add, Dispatch::new().arg(&da).arg(&db).arg(&dout).params(&[n as u32])),
+                Step::dispatch(
+                    &add,
+                    Dispatch::new()
+                        .arg(&da)
+                        .arg(&db)
+                        .arg(&dout)
+                        .params(&[n as u32]),
+                ),
                 Step::copy(&da, 0, &dout, 0, bytes),
                 Step::fill(&filled, 0, 64, 0xAB),
                 Step::download(&dout, 0, &mut out),
                 Step::download(&filled, 0, &mut fill_out),
             ];
-            let mut seq = ctx.sequence(steps, Some(Repeat { first: 2, count: 2, times: 4 })).unwrap();
+            let mut seq = ctx
+                .sequence(
+                    steps,
+                    Some(Repeat {
+                        first: 2,
+                        count: 2,
+                        times: 4,
+                    }),
+                )
+                .unwrap();
             if use_graph {
                 let graph = seq.record().unwrap();
                 assert!(graph.info().unwrap().from_sequence);
@@ -849,14 +1309,30 @@ fn sequence_run_matches_its_graph() {
     // Errors.
     let host = vec![0u32; n];
     assert_error(
-        ctx.sequence(vec![Step::dispatch(&add, Dispatch::new().arg(Arg::input(&host)).arg(&db).arg(&dout))], None),
+        ctx.sequence(
+            vec![Step::dispatch(
+                &add,
+                Dispatch::new().arg(Arg::input(&host)).arg(&db).arg(&dout),
+            )],
+            None,
+        ),
         Status::InvalidArgument,
     );
     assert_error(
-        ctx.sequence(vec![Step::fill(&filled, 0, 64, 1)], Some(Repeat { first: 0, count: 5, times: 2 })),
+        ctx.sequence(
+            vec![Step::fill(&filled, 0, 64, 1)],
+            Some(Repeat {
+                first: 0,
+                count: 5,
+                times: 2,
+            }),
+        ),
         Status::OutOfRange,
     );
-    assert_error(ctx.sequence(vec![Step::fill(&filled, 60, 8, 1)], None), Status::OutOfRange);
+    assert_error(
+        ctx.sequence(vec![Step::fill(&filled, 60, 8, 1)], None),
+        Status::OutOfRange,
+    );
     // A sequence borrows its buffers: freeing one while the sequence lives
     // does not compile, so a run can never meet a freed buffer.
     assert_no_misuse();
@@ -883,12 +1359,29 @@ fn log_callback_receives_lines() {
     let add = add_program(&ctx);
     let data = vec![1u32; 100];
     let mut out = vec![0u32; 100];
-    add.dispatch(Dispatch::new().arg(Arg::input(&data)).arg(Arg::input(&data)).arg(Arg::output(&mut out)).params(&[100])).unwrap();
+    add.dispatch(
+        Dispatch::new()
+            .arg(Arg::input(&data))
+            .arg(Arg::input(&data))
+            .arg(Arg::output(&mut out))
+            .params(&[100]),
+    )
+    .unwrap();
     vyre_cuda::clear_log_callback().unwrap();
-    assert!(lines.load(Ordering::Relaxed) > 0, "no trace line was delivered");
+    assert!(
+        lines.load(Ordering::Relaxed) > 0,
+        "no trace line was delivered"
+    );
     // A panicking callback does not unwind into the library.
     vyre_cuda::set_log_callback(|_, _| panic!("a callback that panics"), LogLevel::Trace).unwrap();
-    add.dispatch(Dispatch::new().arg(Arg::input(&data)).arg(Arg::input(&data)).arg(Arg::output(&mut out)).params(&[100])).unwrap();
+    add.dispatch(
+        Dispatch::new()
+            .arg(Arg::input(&data))
+            .arg(Arg::input(&data))
+            .arg(Arg::output(&mut out))
+            .params(&[100]),
+    )
+    .unwrap();
     vyre_cuda::clear_log_callback().unwrap();
     assert!(out.iter().all(|&v| v == 2));
     assert_no_misuse();
@@ -911,13 +1404,42 @@ fn no_driver_objects_outlive_their_context() {
         let n = 1000;
         let mut rng = Rng::new(14);
         let (a, b) = (rng.u32s(n), rng.u32s(n));
-        let (da, db, dout) = (ctx.upload(&a).unwrap(), ctx.upload(&b).unwrap(), ctx.alloc(4 * n as u64).unwrap());
+        let (da, db, dout) = (
+            ctx.upload(&a).unwrap(),
+            ctx.upload(&b).unwrap(),
+            ctx.alloc(4 * n as u64).unwrap(),
+        );
         let mut out = vec![0u32; n];
-        let graph = add.record(&Dispatch::new().arg(Arg::input(&a)).arg(Arg::input(&b)).arg(Arg::output(&mut out)).params(&[n as u32])).unwrap();
-        graph.replay(Replay::new().arg(Arg::input(&a)).arg(Arg::input(&b)).arg(Arg::output(&mut out))).unwrap();
+        let graph = add
+            .record(
+                &Dispatch::new()
+                    .arg(Arg::input(&a))
+                    .arg(Arg::input(&b))
+                    .arg(Arg::output(&mut out))
+                    .params(&[n as u32]),
+            )
+            .unwrap();
+        graph
+            .replay(
+                Replay::new()
+                    .arg(Arg::input(&a))
+                    .arg(Arg::input(&b))
+                    .arg(Arg::output(&mut out)),
+            )
+            .unwrap();
         let pinned = ctx.alloc_pinned(4096).unwrap();
-        let pending = add.dispatch_async(Dispatch::new().arg(&da).arg(&db).arg(&dout).params(&[n as u32])).unwrap();
-        let mut seq = ctx.sequence(vec![Step::copy(&da, 0, &db, 0, 64)], None).unwrap();
+        let pending = add
+            .dispatch_async(
+                Dispatch::new()
+                    .arg(&da)
+                    .arg(&db)
+                    .arg(&dout)
+                    .params(&[n as u32]),
+            )
+            .unwrap();
+        let mut seq = ctx
+            .sequence(vec![Step::copy(&da, 0, &db, 0, 64)], None)
+            .unwrap();
         seq.run().unwrap();
         check_sum(&a, &b, &out, "before release");
         // Everything dropped here, in any order: the context goes last.
@@ -925,14 +1447,23 @@ fn no_driver_objects_outlive_their_context() {
         drop((pending, pinned, graph, seq));
     }
     let after = fake_stats();
-    assert_eq!(after.device_allocations_live, before.device_allocations_live);
-    assert_eq!(after.pinned_allocations_live, before.pinned_allocations_live);
+    assert_eq!(
+        after.device_allocations_live,
+        before.device_allocations_live
+    );
+    assert_eq!(
+        after.pinned_allocations_live,
+        before.pinned_allocations_live
+    );
     assert_eq!(after.modules_live, before.modules_live);
     assert_eq!(after.streams_live, before.streams_live);
     assert_eq!(after.events_live, before.events_live);
     assert_eq!(after.graphs_live, before.graphs_live);
     assert_eq!(after.graph_execs_live, before.graph_execs_live);
-    assert_eq!(after.primary_context_retains, before.primary_context_retains);
+    assert_eq!(
+        after.primary_context_retains,
+        before.primary_context_retains
+    );
     assert_eq!(after.registered_ranges_live, before.registered_ranges_live);
     assert_no_misuse();
 }

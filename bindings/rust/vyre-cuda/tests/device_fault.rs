@@ -25,8 +25,15 @@ fn device_fault_costs_one_context() {
             .env(CHILD, "1")
             .output()
             .unwrap();
-        let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-        assert!(out.status.success() && text.contains("CHILD-DONE"), "the child failed:\n{text}");
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            out.status.success() && text.contains("CHILD-DONE"),
+            "the child failed:\n{text}"
+        );
         return;
     }
     let n = 1000;
@@ -39,7 +46,13 @@ fn device_fault_costs_one_context() {
         let mut out = vec![0u32; n];
         inject_fault(CUDA_ERROR_ILLEGAL_ADDRESS);
         let e = assert_error(
-            add.dispatch(Dispatch::new().arg(Arg::input(&a)).arg(Arg::input(&b)).arg(Arg::output(&mut out)).params(&[n as u32])),
+            add.dispatch(
+                Dispatch::new()
+                    .arg(Arg::input(&a))
+                    .arg(Arg::input(&b))
+                    .arg(Arg::output(&mut out))
+                    .params(&[n as u32]),
+            ),
             Status::DeviceFault,
         );
         assert_eq!(e.cu_result(), CUDA_ERROR_ILLEGAL_ADDRESS);
@@ -56,7 +69,14 @@ fn device_fault_costs_one_context() {
     let ctx = Context::new(0).unwrap();
     let add = add_program(&ctx);
     let mut out = vec![0u32; n];
-    add.dispatch(Dispatch::new().arg(Arg::input(&a)).arg(Arg::input(&b)).arg(Arg::output(&mut out)).params(&[n as u32])).unwrap();
+    add.dispatch(
+        Dispatch::new()
+            .arg(Arg::input(&a))
+            .arg(Arg::input(&b))
+            .arg(Arg::output(&mut out))
+            .params(&[n as u32]),
+    )
+    .unwrap();
     check_sum(&a, &b, &out, "after the reset");
     assert!(fake_stats().primary_context_resets >= 1);
     assert_no_misuse();

@@ -20,9 +20,16 @@ fn in_child(test: &str) -> bool {
         .env("VYRE_CUDA_DRIVER_LIBRARY", "/nonexistent/libcuda.so.1")
         .output()
         .unwrap();
-    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(out.status.success(), "the child failed:\n{text}");
-    assert!(text.contains(&format!("CHILD-DONE {test}")), "the child ran nothing:\n{text}");
+    assert!(
+        text.contains(&format!("CHILD-DONE {test}")),
+        "the child ran nothing:\n{text}"
+    );
     false
 }
 
@@ -31,7 +38,10 @@ fn assert_no_driver<T: std::fmt::Debug>(what: &str, r: vyre_cuda::Result<T>) {
     assert_eq!(e.status(), Status::NoDriver, "{what}: {e}");
     let fix = e.fix().unwrap_or_else(|| panic!("{what}: no Fix in {e}"));
     assert!(fix.len() > "Fix: ".len(), "{what}: {e}");
-    assert!(e.message().contains("/nonexistent/libcuda.so.1"), "{what}: the path is named: {e}");
+    assert!(
+        e.message().contains("/nonexistent/libcuda.so.1"),
+        "{what}: the path is named: {e}"
+    );
     assert_eq!(e.cu_result(), 0);
 }
 
@@ -54,17 +64,29 @@ fn handles_are_checked_before_the_driver() {
     if !in_child("handles_are_checked_before_the_driver") {
         return;
     }
-    let e = vyre_cuda::check_raw(unsafe { sys::vyre_buffer_free(sys::vyre_buffer { bits: 42 }) }, "vyre_buffer_free")
-        .unwrap_err();
+    let e = vyre_cuda::check_raw(
+        unsafe { sys::vyre_buffer_free(sys::vyre_buffer { bits: 42 }) },
+        "vyre_buffer_free",
+    )
+    .unwrap_err();
     assert_eq!(e.status(), Status::InvalidHandle, "{e}");
     assert!(e.fix().is_some());
-    let e = vyre_cuda::check_raw(unsafe { sys::vyre_context_destroy(sys::vyre_context { bits: 0 }) }, "x").unwrap_err();
+    let e = vyre_cuda::check_raw(
+        unsafe { sys::vyre_context_destroy(sys::vyre_context { bits: 0 }) },
+        "x",
+    )
+    .unwrap_err();
     assert_eq!(e.status(), Status::InvalidHandle, "{e}");
     // The CPU e-graph reference needs no driver.
     let nodes = EgraphNodes::new([(0, 1, &[][..]), (1, 2, &[]), (2, 3, &[0]), (3, 3, &[1])]);
     let img = EgraphImage::cpu(&nodes.columns(), 1).unwrap();
     let mut canonical = vec![0u32; 4];
-    img.rebuild(Rebuild { unions: &[[0, 1]], canonical_out: Some(&mut canonical), ..Default::default() }).unwrap();
+    img.rebuild(Rebuild {
+        unions: &[[0, 1]],
+        canonical_out: Some(&mut canonical),
+        ..Default::default()
+    })
+    .unwrap();
     assert_eq!(canonical, [0, 0, 2, 2]);
     println!("CHILD-DONE handles_are_checked_before_the_driver");
 }

@@ -50,8 +50,11 @@ pub fn require_gpu() -> bool {
 pub fn context() -> Option<Context> {
     match Context::new(0) {
         Ok(ctx) => Some(ctx),
-        Err(e) if matches!(e.status(), Status::NoDriver | Status::NoDevice | Status::DriverTooOld)
-            && !require_gpu() =>
+        Err(e)
+            if matches!(
+                e.status(),
+                Status::NoDriver | Status::NoDevice | Status::DriverTooOld
+            ) && !require_gpu() =>
         {
             eprintln!("skipped: no usable CUDA driver ({e}); set VYRE_CUDA_DRIVER_LIBRARY to the fake driver and VYRE_CUDA_TEST_FAKE_DRIVER=1 to run it");
             None
@@ -65,7 +68,9 @@ pub fn context() -> Option<Context> {
 macro_rules! with_context {
     ($ctx:ident) => {
         let _gate = $crate::common::shared();
-        let Some($ctx) = $crate::common::context() else { return };
+        let Some($ctx) = $crate::common::context() else {
+            return;
+        };
     };
 }
 
@@ -106,7 +111,9 @@ impl Rng {
 /// Checks out[i] == a[i] + b[i] (wrapping) element by element.
 pub fn check_sum(a: &[u32], b: &[u32], out: &[u32], label: &str) {
     assert_eq!(out.len(), a.len(), "{label}: output length");
-    let bad: Vec<usize> = (0..a.len()).filter(|&i| out[i] != a[i].wrapping_add(b[i])).collect();
+    let bad: Vec<usize> = (0..a.len())
+        .filter(|&i| out[i] != a[i].wrapping_add(b[i]))
+        .collect();
     if let Some(&i) = bad.first() {
         panic!(
             "{label}: {} of {} elements wrong; first out[{i}] = {}, expected {}",
@@ -119,7 +126,10 @@ pub fn check_sum(a: &[u32], b: &[u32], out: &[u32], label: &str) {
 }
 
 /// An error of `status` whose message's first line carries a Fix.
-pub fn assert_error<T: std::fmt::Debug>(result: vyre_cuda::Result<T>, status: Status) -> vyre_cuda::Error {
+pub fn assert_error<T: std::fmt::Debug>(
+    result: vyre_cuda::Result<T>,
+    status: Status,
+) -> vyre_cuda::Error {
     let e = result.expect_err("expected an error");
     assert_eq!(e.status(), status, "{e}");
     let first = e.message().lines().next().unwrap_or("");
@@ -205,8 +215,12 @@ fn fake_driver() -> &'static Fake {
                 p
             };
             Fake {
-                get_stats: std::mem::transmute::<*mut c_void, unsafe extern "C" fn(*mut c_void)>(sym("fake_cuda_get_stats")),
-                inject_fault: std::mem::transmute::<*mut c_void, unsafe extern "C" fn(c_int)>(sym("fake_cuda_inject_fault")),
+                get_stats: std::mem::transmute::<*mut c_void, unsafe extern "C" fn(*mut c_void)>(
+                    sym("fake_cuda_get_stats"),
+                ),
+                inject_fault: std::mem::transmute::<*mut c_void, unsafe extern "C" fn(c_int)>(sym(
+                    "fake_cuda_inject_fault",
+                )),
             }
         }
     })
@@ -230,6 +244,9 @@ pub fn inject_fault(cu_result: i32) {
 pub fn assert_no_misuse() {
     if fake() {
         let misuse = fake_stats().misuse_errors;
-        assert_eq!(misuse, 0, "the library misused the (fake) driver API {misuse} times; its stderr shows each call");
+        assert_eq!(
+            misuse, 0,
+            "the library misused the (fake) driver API {misuse} times; its stderr shows each call"
+        );
     }
 }
