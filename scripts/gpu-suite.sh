@@ -41,8 +41,13 @@ if [ "$sanitize" = 1 ]; then
     [ "$code" = 0 ] || rc=1
   done
 fi
-if [ "$bench" = 1 ] && [ -x build/gpu/bench/vyre_cuda_bench ]; then
-  VYRE_BENCH_OUT="$out/bench.md" build/gpu/bench/vyre_cuda_bench > "$out/bench.log" 2>&1
-  echo "bench exit $?"; cat "$out/bench.md" 2>/dev/null || tail -30 "$out/bench.log"
+if [ "$bench" = 1 ]; then
+  # The dispatch/graph benchmark, host data at PCIe speed (with the staging
+  # sweep) and the e-graph rebuild: each writes its tables to $out.
+  for b in vyre_cuda_bench vyre_host_transfer_bench vyre_egraph_bench; do
+    [ -x "build/gpu/bench/$b" ] || continue
+    VYRE_BENCH_OUT="$out/$b.md" "build/gpu/bench/$b" > "$out/$b.log" 2>&1
+    echo "$b exit $?"; cat "$out/$b.md" 2>/dev/null || tail -30 "$out/$b.log"
+  done
 fi
 exit $rc
