@@ -3,8 +3,10 @@
 # the CUDA toolkit itself is expected at /usr/local/cuda). Run as root, or
 # with sudo available.
 set -euo pipefail
+# golang-go: the Go bindings' tests (Go 1.19, cgo).
 packages=(cmake ninja-build g++ pkg-config ccache python3
-          libabsl-dev libgtest-dev libcli11-dev nlohmann-json3-dev)
+          libabsl-dev libgtest-dev libcli11-dev nlohmann-json3-dev
+          golang-go)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -16,6 +16,9 @@ ctest --preset cpu -j"$jobs"
 # The Rust bindings: cargo test over both crates (with and without the fake
 # driver) and their examples, against this build (needs cargo, Rust >= 1.77).
 ./bindings/rust/run-tests.sh build/cpu
+# The Go bindings: go test with and without a driver and on the fake driver
+# (cgocheck=2, -race, deferred copies), and their examples (needs Go >= 1.19).
+./bindings/go/run-tests.sh build/cpu
 cmake --preset asan
 cmake --build --preset asan -j"$jobs"
 # The Python test loads the library into an uninstrumented interpreter, which

@@ -1,0 +1,3 @@
+module vyrecuda
+
+go 1.19

@@ -1,0 +1,384 @@
+package vyrecuda
+
+/*
+#include "shim.h"
+*/
+import "C"
+
+import (
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+)
+
+// Graph is a dispatch or a sequence captured once as a CUDA graph and
+// replayed at the cost of one launch (vyre_graph). Safe for concurrent use.
+// Close destroys it (a replay in flight keeps its memory until it
+// completes); closing twice is harmless.
+type Graph struct {
+	ctx *Context
+	h   atomic.Uint64
+
+	mu   sync.Mutex
+	keep []any // buffers bound now, the program, the sequence's host memory
+	// host: a graph recorded from a sequence with Go-slice upload or
+	// download steps copies them through C memory around each replay.
+	host *seqHost
+}
+
+// Record captures a dispatch as a graph (vyre_graph_record). Host bindings
+// are sample inputs that fix the shape (nothing runs); every replay passes
+// host data of exactly the recorded byte lengths.
+func (p *Program) Record(d *Dispatch) (*Graph, error) {
+	const op = "vyre_graph_record"
+	if err := p.check(op); err != nil {
+		return nil, err
+	}
+	var a callArena
+	defer a.free()
+	b := binder{a: &a}
+	defer b.uses.releaseAll()
+	desc, err := b.dispatchDesc(op, d)
+	if err != nil {
+		return nil, err
+	}
+	out := (*C.vyre_graph)(a.alloc(C.sizeof_vyre_graph))
+	err = a.run(op, C.GOVYRE_GRAPH_RECORD, p.h.Load(), unsafe.Pointer(desc), 0, unsafe.Pointer(out))
+	runtime.KeepAlive(p)
+	if err != nil {
+		return nil, err
+	}
+	var keep []any
+	for _, k := range b.keep {
+		if buf, ok := k.(*Buffer); ok {
+			keep = append(keep, buf)
+		}
+	}
+	return newGraph(p.ctx, uint64(out.bits), append(keep, p), nil), nil
+}
+
+func newGraph(ctx *Context, bits uint64, keep []any, host *seqHost) *Graph {
+	g := &Graph{ctx: ctx, keep: keep, host: host}
+	g.h.Store(bits)
+	runtime.SetFinalizer(g, func(g *Graph) { _ = g.Close() })
+	return g
+}
+
+// Handle is the library handle's bits (0 once closed).
+func (g *Graph) Handle() uint64 { return g.h.Load() }
+
+func (g *Graph) handle() C.vyre_graph { return C.vyre_graph{bits: C.uint64_t(g.h.Load())} }
+
+func (g *Graph) check(op string) error {
+	if g == nil || g.h.Load() == 0 {
+		return closedError(op, "Graph")
+	}
+	return nil
+}
+
+// Close destroys the graph (vyre_graph_destroy).
+func (g *Graph) Close() error {
+	if g == nil {
+		return nil
+	}
+	bits := g.h.Swap(0)
+	if bits == 0 {
+		return nil
+	}
+	runtime.SetFinalizer(g, nil)
+	err := call("vyre_graph_destroy", func() C.vyre_status {
+		return C.vyre_graph_destroy(C.vyre_graph{bits: C.uint64_t(bits)})
+	})
+	g.mu.Lock()
+	g.keep = nil
+	host := g.host
+	g.host = nil
+	g.mu.Unlock()
+	host.unref()
+	if isStale(err) {
+		return nil
+	}
+	return err
+}
+
+// Replay is what a replay changes (vyre_graph_replay_desc).
+type Replay struct {
+	// Args holds one entry per declared binding with its recorded source:
+	// host data of the recorded byte lengths, or the resident ranges to
+	// bind from now on. Empty keeps the current resident ranges (a graph
+	// with host bindings always needs them).
+	Args []Arg
+	// Params are new parameter words, kept for later replays; nil keeps them.
+	Params []uint32
+	// Scalars are new scalar values, kept for later replays; nil keeps them.
+	Scalars []uint64
+	// ElementCount is the elements the derived grid covers (1 .. capacity);
+	// 0 keeps the current count.
+	ElementCount uint64
+	// DeviceTiming records device events so Timing.Device is measured.
+	DeviceTiming bool
+}
+
+func (b *binder) replayDesc(op string, r *Replay) (*C.vyre_graph_replay_desc, error) {
+	if r == nil {
+		return nil, nil
+	}
+	desc := (*C.vyre_graph_replay_desc)(b.a.alloc(C.sizeof_vyre_graph_replay_desc))
+	desc.struct_size = C.sizeof_vyre_graph_replay_desc
+	if r.DeviceTiming {
+		desc.flags = C.VYRE_DISPATCH_FLAG_DEVICE_TIMING
+	}
+	arr, err := b.bindings(op, r.Args)
+	if err != nil {
+		return nil, err
+	}
+	desc.bindings = arr
+	desc.binding_count = C.size_t(len(r.Args))
+	desc.param_words = b.a.u32s(r.Params)
+	desc.param_word_count = C.size_t(len(r.Params))
+	desc.scalars = b.a.u64s(r.Scalars)
+	desc.scalar_count = C.size_t(len(r.Scalars))
+	desc.element_count = C.uint64_t(r.ElementCount)
+	return desc, nil
+}
+
+// rebound keeps the buffers a successful replay bound reachable (in place
+// of the earlier ones).
+func (g *Graph) rebound(r *Replay, b *binder) {
+	if r == nil || len(r.Args) == 0 {
+		return
+	}
+	var keep []any
+	for _, k := range b.keep {
+		if buf, ok := k.(*Buffer); ok {
+			keep = append(keep, buf)
+		}
+	}
+	if len(keep) == 0 {
+		return
+	}
+	g.mu.Lock()
+	for _, k := range g.keep {
+		if _, ok := k.(*Buffer); !ok {
+			keep = append(keep, k)
+		}
+	}
+	g.keep = keep
+	g.mu.Unlock()
+}
+
+// Replay replays the graph and waits (vyre_graph_replay); host outputs are
+// written before it returns. r may be nil: a graph without host bindings,
+// nothing changed (a graph recorded from a sequence).
+func (g *Graph) Replay(r *Replay) (Timing, error) {
+	const op = "vyre_graph_replay"
+	if err := g.check(op); err != nil {
+		return Timing{}, err
+	}
+	var a callArena
+	defer a.free()
+	b := binder{a: &a}
+	defer b.uses.releaseAll()
+	desc, err := b.replayDesc(op, r)
+	if err != nil {
+		return Timing{}, err
+	}
+	g.mu.Lock()
+	host := g.host
+	g.mu.Unlock()
+	if host != nil {
+		if err := host.beginSync(op); err != nil {
+			return Timing{}, err
+		}
+		defer host.endSync()
+	}
+	t := newTiming(&a)
+	err = a.run(op, C.GOVYRE_GRAPH_REPLAY, g.h.Load(), unsafe.Pointer(desc), 0, unsafe.Pointer(t))
+	runtime.KeepAlive(g)
+	if err != nil {
+		return Timing{}, err
+	}
+	if host != nil {
+		host.after()
+	}
+	g.rebound(r, &b)
+	return timingFromC(t), nil
+}
+
+// Launch replays the graph as it is (Replay(nil)).
+func (g *Graph) Launch() (Timing, error) { return g.Replay(nil) }
+
+// ReplayAsync enqueues a replay and returns its Pending
+// (vyre_graph_replay_async). Host inputs are read before it returns; host
+// outputs are written by the Pending's wait (Go slices through C memory,
+// as for Program.DispatchAsync).
+func (g *Graph) ReplayAsync(r *Replay) (*Pending, error) {
+	const op = "vyre_graph_replay_async"
+	if err := g.check(op); err != nil {
+		return nil, err
+	}
+	var a callArena
+	defer a.free()
+	b := binder{a: &a, async: true}
+	desc, err := b.replayDesc(op, r)
+	if err != nil {
+		b.uses.releaseAll()
+		freeOuts(b.outs)
+		return nil, err
+	}
+	g.mu.Lock()
+	host := g.host
+	g.mu.Unlock()
+	if host != nil {
+		if err := host.beginAsync(op); err != nil {
+			b.uses.releaseAll()
+			freeOuts(b.outs)
+			return nil, err
+		}
+	}
+	out := (*C.vyre_pending)(a.alloc(C.sizeof_vyre_pending))
+	err = a.run(op, C.GOVYRE_GRAPH_REPLAY_ASYNC, g.h.Load(), unsafe.Pointer(desc), 0, unsafe.Pointer(out))
+	runtime.KeepAlive(g)
+	if err != nil {
+		if host != nil {
+			host.endAsync(false)
+		}
+		b.uses.releaseAll()
+		freeOuts(b.outs)
+		return nil, err
+	}
+	b.uses.unlockOwners()
+	g.rebound(r, &b)
+	pd := newPending(g.ctx, uint64(out.bits), &b, g)
+	if host != nil {
+		// The sequence's C memory is this replay's until it ends: its
+		// downloads are copied to the Go slices by the wait.
+		host.ref()
+		pd.onEnd = func(ok bool) { host.endAsync(ok); host.unref() }
+	}
+	return pd, nil
+}
+
+// GraphInfo describes a graph (vyre_graph_info).
+type GraphInfo struct {
+	// FromSequence: recorded from a sequence (no bindings to replay with).
+	FromSequence  bool
+	ContextHandle uint64
+	// NodeCount and KernelNodeCount count the full executable graph's nodes.
+	NodeCount       uint64
+	KernelNodeCount uint64
+	// UnchangedInputNodeCount: nodes of the graph run when the inputs are
+	// unchanged (0 if none).
+	UnchangedInputNodeCount uint64
+	// ElementCount of the next replay and CapacityElements, the largest allowed.
+	ElementCount     uint64
+	CapacityElements uint64
+	Replays          uint64
+	// HostInputBytes and HostOutputBytes each replay moves.
+	HostInputBytes  uint64
+	HostOutputBytes uint64
+}
+
+// Info describes the graph (vyre_graph_info_get).
+func (g *Graph) Info() (GraphInfo, error) {
+	const op = "vyre_graph_info_get"
+	if err := g.check(op); err != nil {
+		return GraphInfo{}, err
+	}
+	var i C.vyre_graph_info
+	i.struct_size = C.sizeof_vyre_graph_info
+	err := call(op, func() C.vyre_status { return C.vyre_graph_info_get(g.handle(), &i) })
+	runtime.KeepAlive(g)
+	if err != nil {
+		return GraphInfo{}, err
+	}
+	return GraphInfo{
+		FromSequence: i.from_sequence != 0, ContextHandle: uint64(i.context.bits),
+		NodeCount: uint64(i.node_count), KernelNodeCount: uint64(i.kernel_node_count),
+		UnchangedInputNodeCount: uint64(i.unchanged_input_node_count),
+		ElementCount:            uint64(i.element_count), CapacityElements: uint64(i.capacity_elements),
+		Replays: uint64(i.replays), HostInputBytes: uint64(i.host_input_bytes),
+		HostOutputBytes: uint64(i.host_output_bytes),
+	}, nil
+}
+
+// GraphNodeKind is the kind of a graph node (vyre_graph_node_kind).
+type GraphNodeKind int32
+
+const (
+	GraphNodeKernel GraphNodeKind = C.VYRE_GRAPH_NODE_KERNEL
+	GraphNodeMemcpy GraphNodeKind = C.VYRE_GRAPH_NODE_MEMCPY
+	GraphNodeMemset GraphNodeKind = C.VYRE_GRAPH_NODE_MEMSET
+	GraphNodeOther  GraphNodeKind = C.VYRE_GRAPH_NODE_OTHER
+)
+
+// NodeKind is the kind of node `index` (0 .. NodeCount-1) of the full
+// graph, numbered in the order the work runs (vyre_graph_node_kind_get).
+func (g *Graph) NodeKind(index uint64) (GraphNodeKind, error) {
+	const op = "vyre_graph_node_kind_get"
+	if err := g.check(op); err != nil {
+		return 0, err
+	}
+	var k C.vyre_graph_node_kind
+	err := call(op, func() C.vyre_status {
+		return C.vyre_graph_node_kind_get(g.handle(), C.uint64_t(index), &k)
+	})
+	runtime.KeepAlive(g)
+	return GraphNodeKind(k), err
+}
+
+// NodeKinds is the kind of every node.
+func (g *Graph) NodeKinds() ([]GraphNodeKind, error) {
+	info, err := g.Info()
+	if err != nil {
+		return nil, err
+	}
+	kinds := make([]GraphNodeKind, info.NodeCount)
+	for i := range kinds {
+		if kinds[i], err = g.NodeKind(uint64(i)); err != nil {
+			return nil, err
+		}
+	}
+	return kinds, nil
+}
+
+// KernelNodeUpdate changes one kernel node (vyre_kernel_node_update); set
+// at least one of SetGrid and SetScalars.
+type KernelNodeUpdate struct {
+	SetGrid    bool
+	Grid       [3]uint32
+	SetScalars bool
+	Scalars    []uint64
+}
+
+// UpdateKernelNode changes kernel node `index` of the executable graph for
+// later replays, without capturing again (vyre_graph_kernel_node_update).
+func (g *Graph) UpdateKernelNode(index uint64, u KernelNodeUpdate) error {
+	const op = "vyre_graph_kernel_node_update"
+	if err := g.check(op); err != nil {
+		return err
+	}
+	var a callArena
+	defer a.free()
+	cu := (*C.vyre_kernel_node_update)(a.alloc(C.sizeof_vyre_kernel_node_update))
+	cu.struct_size = C.sizeof_vyre_kernel_node_update
+	var flags C.uint32_t
+	if u.SetGrid {
+		flags |= C.VYRE_KERNEL_NODE_UPDATE_GRID
+	}
+	if u.SetScalars {
+		flags |= C.VYRE_KERNEL_NODE_UPDATE_SCALARS
+	}
+	cu.flags = flags
+	for k := 0; k < 3; k++ {
+		cu.grid[k] = C.uint32_t(u.Grid[k])
+	}
+	cu.scalars = a.u64s(u.Scalars)
+	cu.scalar_count = C.size_t(len(u.Scalars))
+	err := call(op, func() C.vyre_status {
+		return C.vyre_graph_kernel_node_update(g.handle(), C.uint64_t(index), cu)
+	})
+	runtime.KeepAlive(g)
+	return err
+}
