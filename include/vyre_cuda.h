@@ -20,6 +20,19 @@
  *  - Descriptors begin with uint32_t struct_size; initialise them with the
  *    matching VYRE_*_INIT macro. A struct larger than this library knows is
  *    accepted only if its unknown tail is all zero bytes.
+ *  - Release calls (vyre_context_destroy, vyre_buffer_free,
+ *    vyre_program_destroy, vyre_pending_release, vyre_graph_destroy,
+ *    vyre_sequence_destroy, vyre_egraph_image_destroy, vyre_host_free,
+ *    vyre_host_unregister) release everything their object owns and only
+ *    then return the first device error they met: VYRE_STATUS_DEVICE_FAULT
+ *    when the object's device faulted (before or during the release), else
+ *    the status of a driver release call that failed (its CUresult attached);
+ *    for a pending never waited on, the error its work met. Such an error's
+ *    message says what was released ("<call>: the buffer is freed, but
+ *    ..."), and the handle is gone (STALE_HANDLE afterwards). Only a call
+ *    that refuses the handle or its arguments (a bad or stale handle or
+ *    pointer, or vyre_host_unregister while a dispatch still uses the range)
+ *    leaves the object alone.
  *  - No function aborts or lets a C++ exception escape, whatever its input.
  *  - All functions are thread-safe. A context may be used from many threads;
  *    its work runs in submission order on one CUDA stream.
@@ -78,9 +91,15 @@ typedef enum vyre_status {
   VYRE_STATUS_UNSUPPORTED_STRUCT_SIZE = 4,
   /** An offset/length range falls outside a buffer, or arithmetic overflowed. */
   VYRE_STATUS_OUT_OF_RANGE = 5,
-  /** libcuda.so.1 could not be loaded or lacks required entry points. */
+  /** No usable CUDA driver: libcuda.so.1 could not be loaded or lacks
+   *  required entry points, is the CUDA toolkit's link stub
+   *  (CUDA_ERROR_STUB_LIBRARY), does not match the NVIDIA kernel module
+   *  (CUDA_ERROR_SYSTEM_DRIVER_MISMATCH), or cannot initialise. */
   VYRE_STATUS_NO_DRIVER = 6,
-  /** The driver loaded but reports no CUDA device (or not that ordinal). */
+  /** The driver loaded but has no usable CUDA device: none, not that
+   *  ordinal, or one it cannot use now (held by another process, a
+   *  forward-compatibility driver that does not support it, MPS or the
+   *  system not ready). */
   VYRE_STATUS_NO_DEVICE = 7,
   /** The installed driver is older than this library needs (CUDA 12.0). */
   VYRE_STATUS_DRIVER_TOO_OLD = 8,
@@ -94,10 +113,11 @@ typedef enum vyre_status {
   VYRE_STATUS_ENTRY_NOT_FOUND = 12,
   /** A launch exceeds a device limit (block size, shared memory, residency). */
   VYRE_STATUS_LIMIT_EXCEEDED = 13,
-  /** A kernel launch or the work it queued failed on the device. No longer
-   *  returned for device faults (illegal address, launch failure, hardware
-   *  error): those are VYRE_STATUS_DEVICE_FAULT. Kept so code that names it
-   *  still compiles. */
+  /** The device ran the work but its results are wrong: returned by
+   *  vyre_context_selftest when its checked kernel's output differs from the
+   *  expected sum (the device, its driver or the JIT computed it wrongly).
+   *  Device faults (illegal address, launch failure, hardware error) are
+   *  VYRE_STATUS_DEVICE_FAULT. */
   VYRE_STATUS_LAUNCH_FAILED = 14,
   /** The wait ended before the work completed; wait again later. */
   VYRE_STATUS_TIMEOUT = 15,
@@ -118,7 +138,9 @@ typedef enum vyre_status {
    *  its objects, return this. Destroy every vyre context on that device
    *  (vyre_context_destroy) and create a new one: when the last one is
    *  destroyed the library resets the device (cuDevicePrimaryCtxReset), so
-   *  the new one works. Frees, releases and destroys still succeed. See the
+   *  the new one works. Frees, releases and destroys still release
+   *  everything, then return this status too (the handle is gone; the
+   *  message of the context destroy says what is left to do). See the
    *  README, "Device faults", for what the reset does to other CUDA users in
    *  the same process. */
   VYRE_STATUS_DEVICE_FAULT = 21,
@@ -260,7 +282,11 @@ typedef struct vyre_context_desc {
 VYRE_API vyre_status vyre_context_create(const vyre_context_desc* desc, vyre_context* out);
 
 /** Destroys a context: waits for its work, releases every buffer, program
- *  and pending dispatch it owns; all of their handles become stale. */
+ *  and pending dispatch it owns; all of their handles become stale. Then
+ *  returns the first device error met on the way (see the release rule at
+ *  the top), e.g. VYRE_STATUS_DEVICE_FAULT after a device fault, whose Fix
+ *  says whether the device was reset (this was its last context) or which
+ *  contexts remain to destroy. */
 VYRE_API vyre_status vyre_context_destroy(vyre_context context);
 
 /** Describes the context's device without querying the driver again.
@@ -319,7 +345,8 @@ VYRE_API vyre_status vyre_context_trim(vyre_context context);
 
 /** Runs the built-in self-test on the context's device: a vector add of
  *  random data through the host path, every element checked. OK means the
- *  JIT, staging, launch and read-back paths work on this device. */
+ *  JIT, staging, launch and read-back paths work on this device; a wrong
+ *  element is VYRE_STATUS_LAUNCH_FAILED. */
 VYRE_API vyre_status vyre_context_selftest(vyre_context context);
 
 /* ------------------------------------------------------------------------ */
@@ -487,7 +514,9 @@ typedef struct vyre_program_desc {
   size_t binding_count;
   /** Threads per block; y and z of 0 mean 1. x must be > 0. */
   uint32_t workgroup_size[3];
-  /** Dynamic shared memory bytes per launch, added to SHARED bindings. */
+  /** Dynamic shared memory bytes per launch, added to SHARED bindings. The
+   *  dynamic total plus the kernel's static shared memory must fit the
+   *  device's opt-in maximum per block (LIMIT_EXCEEDED otherwise). */
   uint32_t shared_memory_bytes;
   /** Explicit kernel parameter list; NULL/0 selects the default convention:
    *  one device pointer per non-SHARED binding in order, then the pointer to
@@ -551,7 +580,10 @@ enum {
 typedef struct vyre_dispatch_desc {
   uint32_t struct_size;
   uint32_t flags;
-  /** One per declared binding, in declaration order. */
+  /** One per declared binding, in declaration order. The array is strided
+   *  by bindings[0].struct_size, so every entry, a SHARED binding's
+   *  included, must be initialised (VYRE_DISPATCH_BINDING_INIT) with the same
+   *  struct_size; the other fields of a SHARED binding's entry are ignored. */
   const vyre_dispatch_binding* bindings;
   size_t binding_count;
   /** u32 parameter words, passed by device pointer (default convention or
@@ -570,7 +602,9 @@ typedef struct vyre_dispatch_desc {
   uint64_t element_count;
   /** Times the kernel runs back to back (>= 1). */
   uint32_t fixpoint_iterations;
-  /** Extra dynamic shared memory bytes for this dispatch. */
+  /** Extra dynamic shared memory bytes for this dispatch (with the
+   *  program's, and the kernel's static shared memory, within the device's
+   *  opt-in maximum per block: LIMIT_EXCEEDED otherwise). */
   uint32_t shared_memory_bytes;
 } vyre_dispatch_desc;
 #define VYRE_DISPATCH_DESC_INIT {sizeof(vyre_dispatch_desc), 0, NULL, 0, NULL, 0, NULL, 0, {0, 0, 0}, {0, 0, 0}, 0, 1, 0}
@@ -615,7 +649,9 @@ VYRE_API vyre_status vyre_pending_wait(vyre_pending pending, uint64_t timeout_ns
 VYRE_API vyre_status vyre_pending_timing(vyre_pending pending, vyre_timing* out);
 
 /** Releases a pending handle. If it was never waited on, this waits for the
- *  device work and skips the read-back into host outputs. */
+ *  device work and skips the read-back into host outputs; an error that
+ *  work met is returned here (the handle is released all the same), since
+ *  no later call could see it. */
 VYRE_API vyre_status vyre_pending_release(vyre_pending pending);
 
 /* ------------------------------------------------------------------------ */

@@ -1,6 +1,7 @@
 // Resident buffers.
 #include "api/api_call.h"
 #include "base/struct_size.h"
+#include "driver/release_report.h"
 #include "runtime/buffer.h"
 #include "runtime/registries.h"
 
@@ -36,12 +37,15 @@ VYRE_API vyre_status vyre_buffer_alloc(vyre_context context, uint64_t bytes, vyr
 VYRE_API vyre_status vyre_buffer_free(vyre_buffer buffer) {
   const char* what = "vyre_buffer_free";
   return vyre::ApiCall(what, [&]() -> absl::Status {
+    vyre::driver::ReleaseReport report;
     VYRE_ASSIGN_OR_RETURN(std::shared_ptr<vyre::Buffer> b, vyre::Buffers().Remove(buffer.bits, what));
+    vyre::driver::ReleaseReport::NoteContext(b->context().cu());
     b->context().Disown(vyre::HandleType::kBuffer, buffer.bits);
     b->MarkFreed();
     // The memory goes when the last reference does: now, or when the pending
     // dispatch that still uses it completes.
-    return absl::OkStatus();
+    b.reset();
+    return report.Result(what, "the buffer is freed");
   });
 }
 

@@ -2,9 +2,15 @@
 #include <algorithm>
 #include <cstddef>
 
+#include <memory>
+#include <string>
+
+#include "absl/strings/str_cat.h"
 #include "api/api_call.h"
 #include "base/struct_size.h"
+#include "driver/device_faults.h"
 #include "driver/driver_api.h"
+#include "driver/release_report.h"
 #include "runtime/context.h"
 #include "runtime/registries.h"
 #include "runtime/selftest.h"
@@ -28,7 +34,7 @@ VYRE_API vyre_status vyre_device_info_get(uint32_t ordinal, vyre_device_info* ou
     VYRE_RETURN_IF_ERROR(vyre::CheckOutStruct(what, "vyre_device_info", out));
     VYRE_RETURN_IF_ERROR(vyre::CheckDeviceOrdinal(what, ordinal));
     vyre_device_info info{};
-    VYRE_RETURN_IF_ERROR(vyre::QueryDeviceInfo(ordinal, &info));
+    VYRE_RETURN_IF_ERROR(vyre::QueryDeviceInfo(what, ordinal, &info));
     return vyre::WriteOutStruct(what, "vyre_device_info", out, info);
   });
 }
@@ -50,11 +56,51 @@ VYRE_API vyre_status vyre_context_create(const vyre_context_desc* desc, vyre_con
   });
 }
 
+namespace {
+
+// The Fix of a context destroy that met a device fault, by what the release
+// left: the device reset (this was its last context), other contexts still
+// holding it, or a reset that failed.
+std::string FaultFixAfterDestroy(CUdevice device, int ordinal, bool ours_released) {
+  const vyre::driver::DeviceState state = vyre::driver::QueryDevice(device);
+  const std::string name = absl::StrCat("device ", state.ordinal >= 0 ? state.ordinal : ordinal);
+  if (state.fault == CUDA_SUCCESS) {
+    return absl::StrCat("create a new context to go on (vyre_context_create): this was the last "
+                        "vyre context on ",
+                        name,
+                        ", so the library reset it, which also destroyed what other CUDA users "
+                        "in this process held on it");
+  }
+  const int others = state.live - (ours_released ? 0 : 1);
+  if (others > 0) {
+    return absl::StrCat("destroy the other ", others, " vyre context(s) on ", name,
+                        " as well (vyre_context_destroy), then create a new one; the library "
+                        "resets the device when the last one goes");
+  }
+  if (state.live > 0) {
+    return absl::StrCat("let the calls other threads still make on this context return; the "
+                        "library then resets ",
+                        name, " and vyre_context_create works again");
+  }
+  return absl::StrCat("call vyre_context_create, which retries the reset of ", name,
+                      " that failed (the log says why); if it keeps failing, restart the "
+                      "process and check the device (nvidia-smi, Xid errors in the kernel log)");
+}
+
+}  // namespace
+
 VYRE_API vyre_status vyre_context_destroy(vyre_context context) {
   const char* what = "vyre_context_destroy";
   return vyre::ApiCall(what, [&]() -> absl::Status {
+    // Everything is released whatever fails on the way; the first device
+    // error met is returned afterwards (release_report.h).
+    vyre::driver::ReleaseReport report;
     VYRE_ASSIGN_OR_RETURN(std::shared_ptr<vyre::Context> ctx,
                           vyre::Contexts().Remove(context.bits, what));
+    const CUdevice device = ctx->cu_device();
+    const int ordinal = static_cast<int>(ctx->device().ordinal);
+    // Before the release: destroying the device's last context resets it.
+    vyre::driver::ReleaseReport::NoteContext(ctx->cu());
     auto owned = ctx->Close();
     // Pending work first: it holds graphs, programs and buffers until its
     // device work is drained; then graphs and sequences, which hold programs
@@ -72,7 +118,11 @@ VYRE_API vyre_status vyre_context_destroy(vyre_context context) {
     std::sort(owned.begin(), owned.end(),
               [&](const auto& a, const auto& b) { return rank(a.first) < rank(b.first); });
     for (const auto& [type, bits] : owned) vyre::RemoveOwnedHandle(type, bits);
-    return absl::OkStatus();
+    std::weak_ptr<vyre::Context> weak = ctx;
+    ctx.reset();
+    const char* released = "the context and everything it owned are released";
+    if (!report.faulted()) return report.Result(what, released);
+    return report.Result(what, released, FaultFixAfterDestroy(device, ordinal, weak.expired()));
   });
 }
 

@@ -1,6 +1,8 @@
 // Dispatch and pending dispatches.
 #include "api/api_call.h"
 #include "base/struct_size.h"
+#include "driver/release_report.h"
+#include "runtime/context.h"
 #include "runtime/pending.h"
 #include "runtime/registries.h"
 
@@ -92,17 +94,24 @@ VYRE_API vyre_status vyre_pending_timing(vyre_pending pending, vyre_timing* out)
 VYRE_API vyre_status vyre_pending_release(vyre_pending pending) {
   const char* what = "vyre_pending_release";
   return vyre::ApiCall(what, [&]() -> absl::Status {
+    vyre::driver::ReleaseReport report;
     VYRE_ASSIGN_OR_RETURN(std::shared_ptr<vyre::PendingWork> p,
                           vyre::Pendings().Remove(pending.bits, what));
     // Hold the context: recycling the pending may drop the last reference
     // to its program or graph, and through it to the context.
     std::shared_ptr<vyre::Context> ctx = p->context_ref();
     // A CPU e-graph rebuild's pending belongs to no context.
-    if (ctx) ctx->Disown(vyre::HandleType::kPending, pending.bits);
-    p->Abandon();
+    if (ctx) {
+      ctx->Disown(vyre::HandleType::kPending, pending.bits);
+      vyre::driver::ReleaseReport::NoteContext(ctx->cu());
+    }
+    // Work never waited on is waited for here, and its error returned: the
+    // handle is gone, so nobody else could see it.
+    absl::Status work_status = p->Abandon(what);
     vyre::PendingWork* work = p.get();
     work->Recycle(std::move(p));
-    return absl::OkStatus();
+    if (!work_status.ok()) return work_status;
+    return report.Result(what, "the pending handle is released");
   });
 }
 

@@ -2,6 +2,7 @@
 #include "api/api_call.h"
 #include "base/raw_enum.h"
 #include "base/struct_size.h"
+#include "driver/release_report.h"
 #include "egraph/egraph_image.h"
 #include "egraph/egraph_rebuild.h"
 #include "runtime/registries.h"
@@ -58,10 +59,15 @@ VYRE_API vyre_status vyre_egraph_image_create(const vyre_egraph_image_desc* desc
 VYRE_API vyre_status vyre_egraph_image_destroy(vyre_egraph_image image) {
   const char* what = "vyre_egraph_image_destroy";
   return vyre::ApiCall(what, [&]() -> absl::Status {
+    vyre::driver::ReleaseReport report;
     VYRE_ASSIGN_OR_RETURN(std::shared_ptr<vyre::EgraphImage> im,
                           vyre::EgraphImages().Remove(image.bits, what));
-    if (im->context() != nullptr) im->context()->Disown(vyre::HandleType::kEgraphImage, image.bits);
-    return absl::OkStatus();
+    if (im->context() != nullptr) {
+      vyre::driver::ReleaseReport::NoteContext(im->context()->cu());
+      im->context()->Disown(vyre::HandleType::kEgraphImage, image.bits);
+    }
+    im.reset();
+    return report.Result(what, "the e-graph image is destroyed");
   });
 }
 

@@ -1,6 +1,7 @@
 // Graphs and sequences.
 #include "api/api_call.h"
 #include "base/struct_size.h"
+#include "driver/release_report.h"
 #include "graph/graph.h"
 #include "graph/graph_replay.h"
 #include "graph/sequence.h"
@@ -117,11 +118,15 @@ VYRE_API vyre_status vyre_graph_replay_async(vyre_graph graph,
 VYRE_API vyre_status vyre_graph_destroy(vyre_graph graph) {
   const char* what = "vyre_graph_destroy";
   return vyre::ApiCall(what, [&]() -> absl::Status {
+    vyre::driver::ReleaseReport report;
     VYRE_ASSIGN_OR_RETURN(std::shared_ptr<vyre::Graph> g, vyre::Graphs().Remove(graph.bits, what));
+    vyre::driver::ReleaseReport::NoteContext(g->context().cu());
     g->context().Disown(vyre::HandleType::kGraph, graph.bits);
     // The graph goes with its last reference: now, or when a replay in
     // flight completes.
-    return absl::OkStatus();
+    std::shared_ptr<vyre::Context> ctx = g->context_ref();
+    g.reset();
+    return report.Result(what, "the graph is destroyed");
   });
 }
 
@@ -205,10 +210,14 @@ VYRE_API vyre_status vyre_sequence_record(vyre_sequence sequence, vyre_graph* ou
 VYRE_API vyre_status vyre_sequence_destroy(vyre_sequence sequence) {
   const char* what = "vyre_sequence_destroy";
   return vyre::ApiCall(what, [&]() -> absl::Status {
+    vyre::driver::ReleaseReport report;
     VYRE_ASSIGN_OR_RETURN(std::shared_ptr<vyre::Sequence> s,
                           vyre::Sequences().Remove(sequence.bits, what));
+    vyre::driver::ReleaseReport::NoteContext(s->context().cu());
     s->context().Disown(vyre::HandleType::kSequence, sequence.bits);
-    return absl::OkStatus();
+    std::shared_ptr<vyre::Context> ctx = s->context_ref();
+    s.reset();
+    return report.Result(what, "the sequence is destroyed");
   });
 }
 

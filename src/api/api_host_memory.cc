@@ -1,5 +1,6 @@
 // Pinned host memory.
 #include "api/api_call.h"
+#include "driver/release_report.h"
 #include "runtime/host_memory.h"
 #include "runtime/registries.h"
 
@@ -20,7 +21,10 @@ VYRE_API vyre_status vyre_host_alloc(vyre_context context, uint64_t bytes, void*
 VYRE_API vyre_status vyre_host_free(void* pointer) {
   const char* what = "vyre_host_free";
   return vyre::ApiCall(what, [&]() -> absl::Status {
-    return vyre::HostMemory().Release(pointer, vyre::HostRegion::Kind::kAllocated, what);
+    vyre::driver::ReleaseReport report;
+    VYRE_RETURN_IF_ERROR(
+        vyre::HostMemory().Release(pointer, vyre::HostRegion::Kind::kAllocated, what));
+    return report.Result(what, "the pinned memory is freed");
   });
 }
 
@@ -36,7 +40,10 @@ VYRE_API vyre_status vyre_host_register(vyre_context context, void* pointer, uin
 VYRE_API vyre_status vyre_host_unregister(void* pointer) {
   const char* what = "vyre_host_unregister";
   return vyre::ApiCall(what, [&]() -> absl::Status {
-    return vyre::HostMemory().Release(pointer, vyre::HostRegion::Kind::kRegistered, what);
+    vyre::driver::ReleaseReport report;
+    VYRE_RETURN_IF_ERROR(
+        vyre::HostMemory().Release(pointer, vyre::HostRegion::Kind::kRegistered, what));
+    return report.Result(what, "the memory is unregistered");
   });
 }
 

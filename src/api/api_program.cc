@@ -1,6 +1,7 @@
 // Programs.
 #include "api/api_call.h"
 #include "base/struct_size.h"
+#include "driver/release_report.h"
 #include "runtime/program.h"
 #include "runtime/registries.h"
 
@@ -32,10 +33,15 @@ VYRE_API vyre_status vyre_program_create(vyre_context context, const vyre_progra
 VYRE_API vyre_status vyre_program_destroy(vyre_program program) {
   const char* what = "vyre_program_destroy";
   return vyre::ApiCall(what, [&]() -> absl::Status {
+    vyre::driver::ReleaseReport report;
     VYRE_ASSIGN_OR_RETURN(std::shared_ptr<vyre::Program> p,
                           vyre::Programs().Remove(program.bits, what));
+    vyre::driver::ReleaseReport::NoteContext(p->context().cu());
     p->context().Disown(vyre::HandleType::kProgram, program.bits);
-    return absl::OkStatus();
+    // Keep the context alive past the program, which may hold its last reference.
+    std::shared_ptr<vyre::Context> ctx = p->context_ref();
+    p.reset();
+    return report.Result(what, "the program is destroyed");
   });
 }
 

@@ -11,6 +11,7 @@
 #include "base/status.h"
 #include "driver/cu_error.h"
 #include "driver/driver_api.h"
+#include "driver/release_report.h"
 
 namespace vyre::driver {
 
@@ -270,16 +271,30 @@ absl::StatusOr<CUcontext> RetainPrimaryContext(CUdevice device, int ordinal, con
 
 void ReleasePrimaryContext(CUdevice device) {
   std::vector<LogLine> logs;
+  CUresult r = CUDA_SUCCESS;
+  int ordinal = -1;
   {
     Table& t = Devices();
     std::lock_guard lock(t.mu);
     DeviceEntry* e = FindByDevice(t, device);
-    CUresult r = Api().cuDevicePrimaryCtxRelease(device);
+    if (e != nullptr) ordinal = e->ordinal;
+    r = Api().cuDevicePrimaryCtxRelease(device);
     if (r != CUDA_SUCCESS) {
-      logs.push_back({VYRE_LOG_WARNING,
-                      absl::StrFormat("cuDevicePrimaryCtxRelease returned %s while releasing "
-                                      "a context; its retain may leak",
-                                      Described(r))});
+      // Once more: a retain left behind keeps the primary context (and all
+      // it holds) alive for the life of the process.
+      const CUresult again = Api().cuDevicePrimaryCtxRelease(device);
+      if (again != CUDA_SUCCESS) {
+        logs.push_back({VYRE_LOG_WARNING,
+                        absl::StrFormat("cuDevicePrimaryCtxRelease returned %s, then %s, while "
+                                        "releasing a context; its retain may leak",
+                                        Described(r), Described(again))});
+      } else if (!IsStickyResult(r)) {
+        logs.push_back({VYRE_LOG_INFO,
+                        absl::StrFormat("cuDevicePrimaryCtxRelease returned %s while releasing "
+                                        "a context; released on the second try",
+                                        Described(r))});
+        r = CUDA_SUCCESS;
+      }
     }
     if (e != nullptr && e->live > 0) {
       if (IsStickyResult(r) && MarkFaulted(*e, r)) logs.push_back(FaultRecordedLine(e->ordinal, r));
@@ -307,7 +322,22 @@ void ReleasePrimaryContext(CUdevice device) {
       }
     }
   }
+  // The context destroy that runs this returns a failure that stayed, or a
+  // fault (release_report.h).
+  if (r != CUDA_SUCCESS) ReleaseReport::NoteFailure("cuDevicePrimaryCtxRelease", r, ordinal);
   Emit(logs);
+}
+
+DeviceState QueryDevice(CUdevice device) {
+  Table& t = Devices();
+  std::lock_guard lock(t.mu);
+  DeviceState state;
+  if (const DeviceEntry* e = FindByDevice(t, device)) {
+    state.fault = e->fault;
+    state.live = e->live;
+    state.ordinal = e->ordinal;
+  }
+  return state;
 }
 
 }  // namespace vyre::driver

@@ -71,6 +71,15 @@ std::string DeviceFaultFix(int ordinal);
 // the retain once. Every failure leaves no retain behind.
 absl::StatusOr<CUcontext> RetainPrimaryContext(CUdevice device, int ordinal, const char* what);
 
+// What the table holds for `device`: the fault recorded (CUDA_SUCCESS when
+// none, or once the reset cleared it) and the vyre contexts holding it.
+struct DeviceState {
+  CUresult fault = CUDA_SUCCESS;
+  int live = 0;
+  int ordinal = -1;
+};
+DeviceState QueryDevice(CUdevice device);
+
 // Releases one retain taken by RetainPrimaryContext. When it was the last
 // vyre context of a faulted device, resets the primary context and clears the
 // fault; a failed reset is logged and retried by the next create.

@@ -12,6 +12,7 @@ struct FaultPlan {
   std::atomic<uint64_t> calls[kEntries] = {};
   std::atomic<int> armed_entry{-1};
   std::atomic<uint64_t> fail_at{0};  // absolute call number of the armed entry
+  std::atomic<uint64_t> fail_count{1};  // calls failing from fail_at on
   std::atomic<int> code{CUDA_SUCCESS};
   bool installed = false;
 };
@@ -25,8 +26,9 @@ FaultPlan& Plan() {
 bool Trip(int index) {
   FaultPlan& plan = Plan();
   uint64_t n = plan.calls[index].fetch_add(1, std::memory_order_relaxed) + 1;
-  return plan.armed_entry.load(std::memory_order_acquire) == index &&
-         plan.fail_at.load(std::memory_order_acquire) == n;
+  if (plan.armed_entry.load(std::memory_order_acquire) != index) return false;
+  const uint64_t at = plan.fail_at.load(std::memory_order_acquire);
+  return n >= at && n - at < plan.fail_count.load(std::memory_order_acquire);
 }
 
 template <int Index, typename Fn>
@@ -61,10 +63,12 @@ void InstallFaultInjection() {
   plan.installed = true;
 }
 
-void FailNthCall(Entry entry, uint64_t n, CUresult code) {
+void FailNthCall(Entry entry, uint64_t n, CUresult code, uint64_t count) {
   FaultPlan& plan = Plan();
   int index = static_cast<int>(entry);
+  plan.armed_entry.store(-1, std::memory_order_release);
   plan.code.store(code);
+  plan.fail_count.store(count, std::memory_order_release);
   plan.fail_at.store(plan.calls[index].load() + n, std::memory_order_release);
   plan.armed_entry.store(index, std::memory_order_release);
 }

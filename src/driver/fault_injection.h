@@ -15,9 +15,11 @@ namespace vyre::driver::testing {
 // Wraps every entry (idempotent). Call after the driver is loaded, while no
 // other thread is inside the library.
 void InstallFaultInjection();
-// The n-th call (1-based, counted from now) of `entry` returns `code`
-// without reaching the driver. One fault is armed at a time.
-void FailNthCall(Entry entry, uint64_t n, CUresult code);
+// The n-th call (1-based, counted from now) of `entry`, and the `count` - 1
+// calls after it, return `code` without reaching the driver (CUDA_SUCCESS:
+// the call is skipped, e.g. a launch that never runs). One fault is armed at
+// a time.
+void FailNthCall(Entry entry, uint64_t n, CUresult code, uint64_t count = 1);
 void ClearFaults();
 // Calls of `entry` since InstallFaultInjection().
 uint64_t CallCount(Entry entry);

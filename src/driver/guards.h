@@ -1,6 +1,7 @@
 // RAII owners for CUDA driver resources. Each resource has exactly one owner;
-// destructors never throw and never abort: a failed release is logged, since
-// there is no caller left to report it to.
+// destructors never throw and never abort: a failed release is logged, and
+// reported by the destroy, free or release call that runs it
+// (release_report.h).
 #ifndef VYRE_DRIVER_GUARDS_H_
 #define VYRE_DRIVER_GUARDS_H_
 
@@ -16,7 +17,13 @@
 
 namespace vyre::driver {
 
+// A release call that failed: logged (INFO after a device fault, else
+// WARNING) and noted in this thread's ReleaseReport (release_report.h), so
+// the destroy, free or release that runs it returns the error.
 void LogReleaseFailure(const char* call, CUresult result);
+// ScopedContext's failures to read or restore the caller's context.
+void LogUnknownPrevious(CUresult result, CUcontext ours);
+void LogRestoreFailure(CUresult result, CUcontext previous, CUcontext ours);
 
 // Makes `context` current on this thread for a scope and restores the
 // previous one, so callers that use CUDA themselves on the same thread keep
@@ -30,7 +37,8 @@ class ScopedContext {
   // and proceed even when the previous context could not be read.
   enum class Purpose { kWork, kRelease };
 
-  explicit ScopedContext(CUcontext context, Purpose purpose = Purpose::kWork) {
+  explicit ScopedContext(CUcontext context, Purpose purpose = Purpose::kWork)
+      : context_(context) {
     const bool release = purpose == Purpose::kRelease;
     // One relaxed load while no device is faulted.
     if (!release && AnyDeviceFaulted() && FindFault(context, &fault_)) return;
@@ -45,18 +53,27 @@ class ScopedContext {
       // The previous context is unknown: bind ours and leave it bound, since
       // restoring a guess could unbind an enclosing scope's context.
       unknown_previous = true;
+      LogUnknownPrevious(r, context);
     }
     if (previous_ == context && !unknown_previous) return;
     r = Api().cuCtxSetCurrent(context);
     if (r != CUDA_SUCCESS && release) r = Api().cuCtxSetCurrent(context);
     if (r != CUDA_SUCCESS) {
       Fail(r, "cuCtxSetCurrent");
+      // A release goes on regardless (its calls may then fail or leak), and
+      // the release call reports it (release_report.h).
+      if (release) LogReleaseFailure("cuCtxSetCurrent", r);
       return;
     }
     changed_ = !unknown_previous;
   }
+  // Restores the caller's context; a failure (retried once) is logged, since
+  // the caller's own CUDA calls on this thread would use the wrong context.
   ~ScopedContext() {
-    if (changed_) Api().cuCtxSetCurrent(previous_);
+    if (!changed_) return;
+    CUresult r = Api().cuCtxSetCurrent(previous_);
+    if (r != CUDA_SUCCESS) r = Api().cuCtxSetCurrent(previous_);
+    if (r != CUDA_SUCCESS) LogRestoreFailure(r, previous_, context_);
   }
   ScopedContext(const ScopedContext&) = delete;
   ScopedContext& operator=(const ScopedContext&) = delete;
@@ -75,6 +92,7 @@ class ScopedContext {
     call_ = call;
   }
 
+  CUcontext context_ = nullptr;
   CUcontext previous_ = nullptr;
   bool changed_ = false;
   CUresult result_ = CUDA_SUCCESS;

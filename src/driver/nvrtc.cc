@@ -100,12 +100,63 @@ class ProgramGuard {
 
 }  // namespace
 
+NvrtcFailureInfo NvrtcFailure(int nvrtc_result, bool has_log) {
+  // Numbers rather than enumerators: older nvrtc.h versions lack the newest.
+  switch (nvrtc_result) {
+    case 1:  // NVRTC_ERROR_OUT_OF_MEMORY
+    case 14:  // NVRTC_ERROR_PCH_CREATE_HEAP_EXHAUSTED
+      return {VYRE_STATUS_OUT_OF_MEMORY,
+              "NVRTC ran out of host memory: free memory in this process, or compile less "
+              "code at once"};
+    case 5:  // NVRTC_ERROR_INVALID_OPTION
+      return {VYRE_STATUS_INVALID_ARGUMENT,
+              "remove or correct the compile option NVRTC rejects (the library adds "
+              "--gpu-architecture itself; NVRTC's options are listed in its documentation)"};
+    case 6:  // NVRTC_ERROR_COMPILATION
+      return {VYRE_STATUS_COMPILE_FAILED,
+              has_log ? "correct the source errors the NVRTC log names (it follows this line; "
+                        "all of it: vyre_last_error_log)"
+                      : "correct the source; NVRTC wrote no log"};
+    case 12:  // NVRTC_ERROR_TIME_FILE_WRITE_FAILED
+    case 17:  // NVRTC_ERROR_TIME_TRACE_FILE_WRITE_FAILED
+      return {VYRE_STATUS_INVALID_ARGUMENT,
+              "NVRTC could not write the file a --time or --fdevice-time-trace option names: "
+              "give a writable path in compile_options, or drop the option"};
+    case 13:  // NVRTC_ERROR_NO_PCH_CREATE_ATTEMPTED
+    case 15:  // NVRTC_ERROR_PCH_CREATE
+      return {VYRE_STATUS_COMPILE_FAILED,
+              "NVRTC could not create the precompiled header the options ask for: drop the "
+              "--create-pch / --pch options from compile_options"};
+    case 2:   // NVRTC_ERROR_PROGRAM_CREATION_FAILURE
+    case 7:   // NVRTC_ERROR_BUILTIN_OPERATION_FAILURE
+    case 11:  // NVRTC_ERROR_INTERNAL_ERROR
+      return {VYRE_STATUS_COMPILE_FAILED,
+              "NVRTC failed inside itself: retry, use another NVRTC version "
+              "(VYRE_CUDA_NVRTC_LIBRARY), or build the program from PTX or a cubin instead"};
+    case 3:   // NVRTC_ERROR_INVALID_INPUT
+    case 4:   // NVRTC_ERROR_INVALID_PROGRAM
+    case 8:   // NVRTC_ERROR_NO_NAME_EXPRESSIONS_AFTER_COMPILATION
+    case 9:   // NVRTC_ERROR_NO_LOWERED_NAMES_BEFORE_COMPILATION
+    case 10:  // NVRTC_ERROR_NAME_EXPRESSION_NOT_VALID
+    case 16:  // NVRTC_ERROR_CANCELLED
+      return {VYRE_STATUS_INTERNAL,
+              "vyre-cuda called NVRTC wrongly: report this message as a vyre-cuda bug"};
+    default:
+      return {VYRE_STATUS_COMPILE_FAILED,
+              "NVRTC returned a result newer than vyre-cuda knows: look it up in your nvrtc.h, "
+              "or build the program from PTX or a cubin instead"};
+  }
+}
+
 absl::StatusOr<std::string> CompileCudaSource(absl::string_view source, absl::string_view entry,
                                               const std::vector<std::string>& options,
-                                              int cc_major, int cc_minor) {
+                                              int cc_major, int cc_minor, const char* what) {
   LoadedNvrtc& n = Loaded();
   absl::call_once(n.once, [&n] { n.status = Load(n); });
-  VYRE_RETURN_IF_ERROR(n.status);
+  if (!n.status.ok()) {
+    // Loaded once per process; each call names itself.
+    return MakeError(PublicCode(n.status), absl::StrCat(what, ": ", n.status.message()));
+  }
   const NvrtcApi& api = n.api;
 
   std::string text(source);
@@ -113,10 +164,11 @@ absl::StatusOr<std::string> CompileCudaSource(absl::string_view source, absl::st
   nvrtcResult r = api.nvrtcCreateProgram(program.out(), text.c_str(), "vyre_program.cu", 0,
                                          nullptr, nullptr);
   if (r != NVRTC_SUCCESS) {
-    return MakeError(VYRE_STATUS_COMPILE_FAILED,
-                     absl::StrCat("compiling CUDA source for '", entry,
+    const NvrtcFailureInfo failure = NvrtcFailure(r, /*has_log=*/false);
+    return MakeError(failure.status,
+                     absl::StrCat(what, ": compiling CUDA source for '", entry,
                                   "': nvrtcCreateProgram failed: ", api.nvrtcGetErrorString(r),
-                                  ". Fix: pass valid NUL-free source text."));
+                                  ". Fix: ", failure.fix, "."));
   }
   std::vector<std::string> all_options = options;
   all_options.push_back(absl::StrCat("--gpu-architecture=sm_", cc_major, cc_minor));
@@ -134,16 +186,19 @@ absl::StatusOr<std::string> CompileCudaSource(absl::string_view source, absl::st
     while (!log.empty() && (log.back() == '\0' || log.back() == '\n')) log.pop_back();
   }
   if (r != NVRTC_SUCCESS) {
-    // The log goes after the first line (capped there; vyre_last_error_log
-    // returns all of it), so a long log never pushes the Fix out of reach.
+    // By cause: a rejected option is the caller's argument, NVRTC out of
+    // memory is memory, a compile error is the source's. The log goes after
+    // the first line (capped there; vyre_last_error_log returns all of it),
+    // so a long log never pushes the Fix out of reach.
+    const NvrtcFailureInfo failure = NvrtcFailure(r, !log.empty());
     return MakeErrorWithLog(
-        VYRE_STATUS_COMPILE_FAILED,
-        absl::StrCat("compiling CUDA source for '", entry, "' with options [",
-                     absl::StrJoin(all_options, " "), "]: ", api.nvrtcGetErrorString(r),
+        failure.status,
+        absl::StrCat(what, ": compiling CUDA source for '", entry, "' with options [",
+                     absl::StrJoin(all_options, " "), "]: nvrtcCompileProgram returned ",
+                     api.nvrtcGetErrorString(r),
                      log.empty() ? " and NVRTC wrote no log"
                                  : " (the NVRTC log follows this line)",
-                     ". Fix: correct the source errors the NVRTC log names (all of it: "
-                     "vyre_last_error_log)."),
+                     ". Fix: ", failure.fix, "."),
         log);
   }
   size_t cubin_size = 0;
@@ -155,7 +210,7 @@ absl::StatusOr<std::string> CompileCudaSource(absl::string_view source, absl::st
   }
   if (r != NVRTC_SUCCESS || cubin.empty()) {
     return MakeError(VYRE_STATUS_COMPILE_FAILED,
-                     absl::StrCat("compiling CUDA source for '", entry,
+                     absl::StrCat(what, ": compiling CUDA source for '", entry,
                                   "': NVRTC produced no cubin for sm_", cc_major, cc_minor,
                                   ". Fix: use an NVRTC version that supports this device."));
   }

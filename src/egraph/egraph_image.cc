@@ -169,7 +169,7 @@ absl::StatusOr<std::shared_ptr<EgraphImage>> EgraphImage::Create(
 absl::Status EgraphImage::LoadKernels(const char* what) {
   Context& ctx = *context_;
   VYRE_ASSIGN_OR_RETURN(module_, ctx.modules().GetOrLoad(VYRE_CODE_PTX, vyre_builtin_egraph_ptx,
-                                                          {}, "vyre_eg_insert"));
+                                                          {}, "vyre_eg_insert", what));
   struct {
     CUfunction* slot;
     const char* name;

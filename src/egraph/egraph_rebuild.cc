@@ -170,10 +170,10 @@ absl::Status EgraphRebuild::StartOnDevice(const vyre_egraph_rebuild_desc& desc, 
   VYRE_RETURN_IF_ERROR(bind.status(what));
   CUstream stream = ctx.stream();
   if (desc.flags & VYRE_EGRAPH_REBUILD_DEVICE_TIMING) {
-    VYRE_RETURN_IF_ERROR(start_.Acquire(&ctx.events(), /*timing=*/true));
-    VYRE_RETURN_IF_ERROR(end_.Acquire(&ctx.events(), /*timing=*/true));
+    VYRE_RETURN_IF_ERROR(start_.Acquire(&ctx.events(), /*timing=*/true, what));
+    VYRE_RETURN_IF_ERROR(end_.Acquire(&ctx.events(), /*timing=*/true, what));
   }
-  if (!synchronous_) VYRE_RETURN_IF_ERROR(done_.Acquire(&ctx.events(), /*timing=*/false));
+  if (!synchronous_) VYRE_RETURN_IF_ERROR(done_.Acquire(&ctx.events(), /*timing=*/false, what));
   if (start_) VYRE_CU(what, cuEventRecord, start_.get(), stream);
   device_work_pending_ = true;
   VyreEgCounters init{};
@@ -325,13 +325,16 @@ absl::StatusOr<vyre_timing> EgraphRebuild::Timing(const char* what) {
   return timing_;
 }
 
-void EgraphRebuild::Abandon() {
+absl::Status EgraphRebuild::Abandon(const char* what) {
   auto lock = Lock();
+  absl::Status status;
   if (state_ == State::kInFlight) {
-    Finish(/*read_back=*/false, "vyre_pending_release").IgnoreError();
+    // Never waited on: the rebuild's failure would go with the handle.
+    status = Finish(/*read_back=*/false, what);
     state_ = State::kDone;
   }
   Release();
+  return status;
 }
 
 }  // namespace vyre

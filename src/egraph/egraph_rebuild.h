@@ -30,7 +30,7 @@ class EgraphRebuild final : public PendingWork {
   absl::Status Poll(const char* what) override;
   absl::Status Wait(uint64_t timeout_ns, const char* what) override;
   absl::StatusOr<vyre_timing> Timing(const char* what) override;
-  void Abandon() override;
+  absl::Status Abandon(const char* what) override;
   std::shared_ptr<Context> context_ref() const override { return image_->context_ref(); }
 
   const vyre_egraph_rebuild_result& result() const { return result_; }

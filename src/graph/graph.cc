@@ -552,7 +552,11 @@ absl::Status Graph::Launch(const vyre_graph_replay_desc& desc, ReplayWork* work,
   absl::InlinedVector<Next, 8> next(bindings_.size());
   bool resident_changed = false;
   const unsigned char* base = reinterpret_cast<const unsigned char*>(desc.bindings);
-  const uint32_t stride = rebinding && !bindings_.empty() ? desc.bindings[0].struct_size : 0;
+  uint32_t stride = 0;
+  if (rebinding && !bindings_.empty()) {
+    VYRE_ASSIGN_OR_RETURN(stride, BindingArrayStride(what, bindings_[0].decl, desc.bindings,
+                                                     desc.binding_count));
+  }
   for (size_t i = 0; i < bindings_.size(); ++i) {
     const Binding& b = bindings_[i];
     const BindingDecl& decl = *b.decl;

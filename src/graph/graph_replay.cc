@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "base/log.h"
 #include "base/status.h"
@@ -101,10 +102,10 @@ absl::Status GraphReplay::EnqueueLocked(const vyre_graph_replay_desc& desc, cons
   CUstream stream = ctx.stream();
   const bool timed = (desc.flags & VYRE_DISPATCH_FLAG_DEVICE_TIMING) || LogEnabled(VYRE_LOG_TRACE);
   if (timed) {
-    VYRE_RETURN_IF_ERROR(start_.Acquire(&ctx.events(), /*timing=*/true));
-    VYRE_RETURN_IF_ERROR(end_.Acquire(&ctx.events(), /*timing=*/true));
+    VYRE_RETURN_IF_ERROR(start_.Acquire(&ctx.events(), /*timing=*/true, what));
+    VYRE_RETURN_IF_ERROR(end_.Acquire(&ctx.events(), /*timing=*/true, what));
   }
-  if (!synchronous_) VYRE_RETURN_IF_ERROR(done_.Acquire(&ctx.events(), /*timing=*/false));
+  if (!synchronous_) VYRE_RETURN_IF_ERROR(done_.Acquire(&ctx.events(), /*timing=*/false, what));
   if (timed) {
     VYRE_CU(what, cuEventRecord, start_.get(), stream);
     device_work_pending_ = true;
@@ -198,9 +199,26 @@ absl::StatusOr<vyre_timing> GraphReplay::Timing(const char* what) {
   return t;
 }
 
-void GraphReplay::Abandon() {
+absl::Status GraphReplay::Abandon(const char* what) {
   auto lock = Lock();
+  absl::Status status;
+  if (state_ == State::kInFlight && device_work_pending_ && done_) {
+    // Never waited on: what its device work met would go with the handle.
+    driver::ScopedContext bind(graph_->context().cu(), driver::ScopedContext::Purpose::kRelease);
+    CUresult r = driver::Api().cuEventSynchronize(done_.get());
+    if (r == CUDA_SUCCESS) {
+      device_work_pending_ = false;  // done_ follows all of the replay's work
+    } else {
+      status = driver::CuError(
+          r, absl::StrCat(what, ": the graph replay (released without a wait)"),
+          "cuEventSynchronize",
+          "nothing is left to do for this handle (it is released); wait on pending work "
+          "(vyre_pending_wait) before releasing it to see its errors where they happen, and "
+          "check the driver and the device if they recur");
+    }
+  }
   ReleaseResources();
+  return status;
 }
 
 }  // namespace vyre

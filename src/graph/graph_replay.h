@@ -31,7 +31,7 @@ class GraphReplay final : public PendingWork {
   absl::Status Poll(const char* what) override;
   absl::Status Wait(uint64_t timeout_ns, const char* what) override;
   absl::StatusOr<vyre_timing> Timing(const char* what) override;
-  void Abandon() override;
+  absl::Status Abandon(const char* what) override;
   std::shared_ptr<Context> context_ref() const override { return graph_->context_ref(); }
   void Recycle(std::shared_ptr<PendingWork> self) override;
 

@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "absl/strings/str_cat.h"
 #include "base/log.h"
 #include "base/status.h"
 #include "driver/cu_error.h"
@@ -17,9 +18,10 @@ namespace {
 constexpr uint64_t kDefaultPoolLimit = uint64_t{1} << 30;
 constexpr uint64_t kZeroParamsBytes = 256;
 
-absl::StatusOr<int> Attribute(CUdevice device, CUdevice_attribute attribute) {
+absl::StatusOr<int> Attribute(const char* what, CUdevice device, CUdevice_attribute attribute) {
   int value = 0;
-  VYRE_CU("querying a device attribute", cuDeviceGetAttribute, &value, attribute, device);
+  VYRE_CU(absl::StrCat(what, ": querying a device attribute"), cuDeviceGetAttribute, &value,
+          attribute, device);
   return value;
 }
 
@@ -43,15 +45,18 @@ absl::Status CheckDeviceOrdinal(const char* what, uint32_t ordinal) {
   return absl::OkStatus();
 }
 
-absl::Status QueryDeviceInfo(uint32_t ordinal, vyre_device_info* info) {
+absl::Status QueryDeviceInfo(const char* what, uint32_t ordinal, vyre_device_info* info) {
   CUdevice device = 0;
-  VYRE_CU("getting a CUDA device", cuDeviceGet, &device, static_cast<int>(ordinal));
+  VYRE_CU(absl::StrCat(what, ": getting a CUDA device"), cuDeviceGet, &device,
+          static_cast<int>(ordinal));
   vyre_device_info out{};
   out.struct_size = sizeof(out);
   out.ordinal = ordinal;
-  VYRE_CU("reading the device name", cuDeviceGetName, out.name, sizeof(out.name) - 1, device);
+  VYRE_CU(absl::StrCat(what, ": reading the device name"), cuDeviceGetName, out.name,
+          sizeof(out.name) - 1, device);
   size_t total = 0;
-  VYRE_CU("reading the device memory size", cuDeviceTotalMem, &total, device);
+  VYRE_CU(absl::StrCat(what, ": reading the device memory size"), cuDeviceTotalMem, &total,
+          device);
   out.total_memory_bytes = total;
   struct {
     uint32_t* field;
@@ -72,7 +77,7 @@ absl::Status QueryDeviceInfo(uint32_t ordinal, vyre_device_info* info) {
       {&out.cooperative_launch, CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH},
   };
   for (auto& a : attributes) {
-    VYRE_ASSIGN_OR_RETURN(int value, Attribute(device, a.attribute));
+    VYRE_ASSIGN_OR_RETURN(int value, Attribute(what, device, a.attribute));
     *a.field = static_cast<uint32_t>(value);
   }
   out.driver_version = static_cast<uint32_t>(driver::DriverVersion());
@@ -96,7 +101,7 @@ absl::StatusOr<std::shared_ptr<Context>> Context::Create(const vyre_context_desc
   ctx->primary_.Adopt(device, primary);
   driver::ScopedContext bind(primary);
   VYRE_RETURN_IF_ERROR(bind.status(what));
-  VYRE_RETURN_IF_ERROR(QueryDeviceInfo(desc.device_ordinal, &ctx->info_));
+  VYRE_RETURN_IF_ERROR(QueryDeviceInfo(what, desc.device_ordinal, &ctx->info_));
   VYRE_CU("vyre_context_create: creating the context's stream", cuStreamCreate,
           ctx->stream_.out(), CU_STREAM_NON_BLOCKING);
   uint64_t transient_limit =

@@ -26,8 +26,9 @@ namespace vyre {
 class PendingDispatch;
 class PendingWork;
 
-// Fills `info` for a device ordinal; the driver must be loaded.
-absl::Status QueryDeviceInfo(uint32_t ordinal, vyre_device_info* info);
+// Fills `info` for a device ordinal; the driver must be loaded. `what` (the
+// API call) starts the messages.
+absl::Status QueryDeviceInfo(const char* what, uint32_t ordinal, vyre_device_info* info);
 // Loads the driver and checks that `ordinal` names a device.
 absl::Status CheckDeviceOrdinal(const char* what, uint32_t ordinal);
 
@@ -39,6 +40,7 @@ class Context {
   Context& operator=(const Context&) = delete;
 
   CUcontext cu() const { return primary_.get(); }
+  CUdevice cu_device() const { return primary_.device(); }
   CUstream stream() const { return stream_.get(); }
   const vyre_device_info& device() const { return info_; }
   Telemetry& telemetry() { return telemetry_; }

@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "base/checked_math.h"
+#include "absl/strings/str_cat.h"
 #include "base/status.h"
 #include "driver/cu_error.h"
 #include "runtime/memory.h"
@@ -154,7 +155,7 @@ EventPool::~EventPool() {
   for (CUevent e : timing_) driver::EventGuard release(e);
 }
 
-absl::StatusOr<CUevent> EventPool::Acquire(bool timing) {
+absl::StatusOr<CUevent> EventPool::Acquire(bool timing, const char* what) {
   {
     std::lock_guard lock(mu_);
     std::vector<CUevent>& list = timing ? timing_ : plain_;
@@ -165,7 +166,7 @@ absl::StatusOr<CUevent> EventPool::Acquire(bool timing) {
     }
   }
   CUevent event = nullptr;
-  VYRE_CU("creating a CUDA event", cuEventCreate, &event,
+  VYRE_CU(absl::StrCat(what, ": creating a CUDA event"), cuEventCreate, &event,
           timing ? CU_EVENT_DEFAULT : CU_EVENT_DISABLE_TIMING);
   return event;
 }
@@ -175,9 +176,9 @@ void EventPool::Release(CUevent event, bool timing) {
   (timing ? timing_ : plain_).push_back(event);
 }
 
-absl::Status PooledEvent::Acquire(EventPool* pool, bool timing) {
+absl::Status PooledEvent::Acquire(EventPool* pool, bool timing, const char* what) {
   reset();
-  VYRE_ASSIGN_OR_RETURN(event_, pool->Acquire(timing));
+  VYRE_ASSIGN_OR_RETURN(event_, pool->Acquire(timing, what));
   pool_ = pool;
   timing_ = timing;
   return absl::OkStatus();

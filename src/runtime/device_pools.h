@@ -86,7 +86,7 @@ class EventPool {
   EventPool(const EventPool&) = delete;
   EventPool& operator=(const EventPool&) = delete;
 
-  absl::StatusOr<CUevent> Acquire(bool timing);
+  absl::StatusOr<CUevent> Acquire(bool timing, const char* what);
   void Release(CUevent event, bool timing);
 
  private:
@@ -103,7 +103,7 @@ class PooledEvent {
   ~PooledEvent() { reset(); }
   PooledEvent(const PooledEvent&) = delete;
   PooledEvent& operator=(const PooledEvent&) = delete;
-  absl::Status Acquire(EventPool* pool, bool timing);
+  absl::Status Acquire(EventPool* pool, bool timing, const char* what);
   void reset();
   CUevent get() const { return event_; }
   explicit operator bool() const { return event_ != nullptr; }

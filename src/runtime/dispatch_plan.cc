@@ -15,6 +15,23 @@ constexpr uint32_t kKnownFlags = VYRE_DISPATCH_FLAG_DEVICE_TIMING | VYRE_DISPATC
 
 }  // namespace
 
+absl::StatusOr<uint32_t> BindingArrayStride(const char* what, const BindingDecl* first_decl,
+                                            const vyre_dispatch_binding* bindings, size_t count) {
+  if (count == 0 || bindings == nullptr) return 0u;
+  vyre_dispatch_binding first;
+  absl::Status checked = ReadDescriptor(what, "vyre_dispatch_binding", bindings, &first);
+  if (checked.ok()) return bindings[0].struct_size;
+  if (first_decl == nullptr || first_decl->role != VYRE_ROLE_SHARED) return checked;
+  // The fields of a SHARED binding's entry are ignored, but entry 0's
+  // struct_size is the array's stride: without it no other entry can be found.
+  return Errorf(VYRE_STATUS_UNSUPPORTED_STRUCT_SIZE,
+                "%s: binding 0 ('%s') is SHARED, so its entry's fields are ignored, but its "
+                "struct_size (%u) is the stride of the whole binding array and is not a "
+                "vyre_dispatch_binding's. Fix: initialise every entry, SHARED ones included, "
+                "with VYRE_DISPATCH_BINDING_INIT.",
+                what, first_decl->name, bindings[0].struct_size);
+}
+
 absl::Status BindHost(const char* what, size_t i, const BindingDecl& decl,
                       const vyre_dispatch_binding& in, PlannedBinding* out) {
   if (in.host_bytes == 0) {
@@ -149,7 +166,8 @@ absl::Status PlanShape(const Program& program, const vyre_dispatch_desc& desc, c
   if (desc.grid[0] == 0 && desc.grid[1] == 0 && desc.grid[2] == 0) {
     uint64_t elements = desc.element_count ? desc.element_count : max_elements;
     uint64_t threads = uint64_t{plan->block[0]} * plan->block[1] * plan->block[2];
-    uint64_t blocks = elements == 0 ? 1 : (elements + threads - 1) / threads;
+    // Rounded up without overflow: elements may be close to 2^64.
+    uint64_t blocks = elements == 0 ? 1 : elements / threads + (elements % threads != 0);
     if (blocks > device.max_grid_dim[0]) {
       return Errorf(VYRE_STATUS_LIMIT_EXCEEDED,
                     "%s: covering %u elements with %u-thread blocks needs %u blocks, over the "
@@ -179,13 +197,10 @@ absl::Status PlanShape(const Program& program, const vyre_dispatch_desc& desc, c
     }
   }
   plan->shared_memory_bytes = program.shared_memory_bytes() + desc.shared_memory_bytes;
-  if (plan->shared_memory_bytes > device.max_shared_memory_per_block) {
-    return Errorf(VYRE_STATUS_LIMIT_EXCEEDED,
-                  "%s: %u bytes of dynamic shared memory exceed the %u bytes per block that %s "
-                  "offers. Fix: request less shared memory.",
-                  what, plan->shared_memory_bytes, device.max_shared_memory_per_block,
-                  device.name);
-  }
+  // Against the opt-in maximum minus the kernel's static shared memory: the
+  // driver would refuse the launch with CUDA_ERROR_INVALID_VALUE.
+  VYRE_RETURN_IF_ERROR(CheckSharedMemory(what, plan->shared_memory_bytes, program,
+                                         "the dispatch asks for"));
   if ((desc.flags & VYRE_DISPATCH_FLAG_COOPERATIVE) && !device.cooperative_launch) {
     return Errorf(VYRE_STATUS_LIMIT_EXCEEDED,
                   "%s: %s does not support cooperative launches. Fix: dispatch without "
@@ -306,7 +321,9 @@ absl::Status BuildDispatchPlan(const Program& program, const vyre_dispatch_desc&
   plan->scalar_count = desc.scalar_count;
 
   const unsigned char* base = reinterpret_cast<const unsigned char*>(desc.bindings);
-  uint32_t stride = desc.binding_count > 0 ? desc.bindings[0].struct_size : 0;
+  VYRE_ASSIGN_OR_RETURN(const uint32_t stride,
+                        BindingArrayStride(what, decls.empty() ? nullptr : &decls[0],
+                                           desc.bindings, desc.binding_count));
   uint64_t max_elements = 0;
   plan->bindings.resize(decls.size());
   for (size_t i = 0; i < decls.size(); ++i) {

@@ -21,6 +21,7 @@
 
 #include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "runtime/buffer.h"
 #include "runtime/host_memory.h"
 #include "runtime/program.h"
@@ -79,6 +80,15 @@ absl::Status BindResident(const char* what, size_t i, const BindingDecl& decl,
                           PlannedBinding* out);
 absl::Status CheckLength(const char* what, size_t i, const BindingDecl& decl,
                          PlannedBinding* bound, uint64_t* elements);
+
+// The stride of a caller's array of `count` vyre_dispatch_binding entries:
+// entry 0's struct_size, whatever binding 0's role. A SHARED binding's entry
+// is otherwise ignored, but entry 0 must still be initialised
+// (VYRE_DISPATCH_BINDING_INIT): the array cannot be walked without it, so a
+// zeroed or garbage entry 0 is UNSUPPORTED_STRUCT_SIZE naming binding 0 (and,
+// when it is SHARED, why its struct_size matters). 0 when count is 0.
+absl::StatusOr<uint32_t> BindingArrayStride(const char* what, const BindingDecl* first_decl,
+                                            const vyre_dispatch_binding* bindings, size_t count);
 
 // Validates `desc` against the program and its device and lays out the slabs.
 absl::Status BuildDispatchPlan(const Program& program, const vyre_dispatch_desc& desc,

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "base/status.h"
 #include "driver/cu_error.h"
+#include "driver/release_report.h"
 #include "driver/guards.h"
 #include "runtime/memory.h"
 
@@ -163,8 +164,10 @@ absl::Status HostRegions::Release(void* pointer, HostRegion::Kind kind, const ch
     regions_.erase(it);
     count_.store(regions_.size(), std::memory_order_release);
   }
+  driver::ReleaseReport::NoteContext(region->context().cu());
   region->context().Disown(HandleType::kHostMemory, region->begin());
   // Freed here, or by the last pending dispatch that still uses it.
+  region.reset();
   return absl::OkStatus();
 }
 

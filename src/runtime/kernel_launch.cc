@@ -31,7 +31,11 @@ size_t ScalarSlotsNeeded(const Program& program) {
 }
 
 absl::Status OptInSharedMemory(const Program& program, uint32_t shared_bytes, const char* what) {
-  if (shared_bytes <= 48 * 1024) return absl::OkStatus();
+  // Without the opt-in a block gets 48 KiB of shared memory in all, static
+  // and dynamic together.
+  if (uint64_t{shared_bytes} + program.static_shared_bytes() <= 48 * 1024) {
+    return absl::OkStatus();
+  }
   VYRE_CU(what, cuFuncSetAttribute, program.function(),
           CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, static_cast<int>(shared_bytes));
   return absl::OkStatus();

@@ -65,7 +65,8 @@ void PointKernelArgs(KernelValues& values, KernelArgs* args);
 // The largest scalar slot the program reads, plus one (0 when none).
 size_t ScalarSlotsNeeded(const Program& program);
 
-// Above 48 KiB a kernel must opt in to dynamic shared memory.
+// Above 48 KiB of shared memory in all (the kernel's static plus the dynamic
+// bytes) a kernel must opt in to the larger dynamic shared memory.
 absl::Status OptInSharedMemory(const Program& program, uint32_t shared_bytes, const char* what);
 
 // Launches the program's function `iterations` times on `stream`.

@@ -21,9 +21,10 @@ absl::StatusOr<uint64_t> AllocateDeviceBytes(uint64_t bytes, const char* what, T
     }
     return MakeError(
         VYRE_STATUS_OUT_OF_MEMORY,
-        absl::StrFormat("%s: the device is out of memory: requested %u bytes, %u of %u bytes "
-                        "available. Fix: free buffers you no longer need, call "
-                        "vyre_context_trim, or split the work into smaller pieces.",
+        absl::StrFormat("%s: cuMemAlloc returned CUDA_ERROR_OUT_OF_MEMORY (the device is out "
+                        "of memory) for %u bytes, with %u of %u bytes available. Fix: free "
+                        "buffers you no longer need, call vyre_context_trim, or split the work "
+                        "into smaller pieces.",
                         what, bytes, free_bytes, total_bytes),
         static_cast<int32_t>(r));
   }
@@ -46,7 +47,8 @@ absl::StatusOr<uint64_t> AllocatePinnedBytes(uint64_t bytes, const char* what, T
   if (r == CUDA_ERROR_OUT_OF_MEMORY) {
     return MakeError(
         VYRE_STATUS_OUT_OF_MEMORY,
-        absl::StrFormat("%s: pinned host memory is exhausted: requested %u bytes. Fix: "
+        absl::StrFormat("%s: cuMemHostAlloc returned CUDA_ERROR_OUT_OF_MEMORY (pinned host "
+                        "memory is exhausted) for %u bytes. Fix: "
                         "reduce the host bytes per dispatch, call vyre_context_trim, or raise "
                         "the locked-memory limit (ulimit -l).",
                         what, bytes),

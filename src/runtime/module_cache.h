@@ -62,15 +62,21 @@ class ModuleCache {
   ModuleCache(CUcontext context, int cc_major, int cc_minor, Telemetry* telemetry)
       : context_(context), cc_major_(cc_major), cc_minor_(cc_minor), telemetry_(telemetry) {}
 
-  // Returns the cached module or compiles/loads it. `entry` is for messages.
+  // Returns the cached module or compiles/loads it. `entry` and `what` (the
+  // API call) are for messages.
   absl::StatusOr<std::shared_ptr<LoadedModule>> GetOrLoad(vyre_code_kind kind,
                                                           absl::string_view code,
                                                           const std::vector<std::string>& options,
-                                                          absl::string_view entry);
+                                                          absl::string_view entry,
+                                                          const char* what);
   void Clear();
 
  private:
-  absl::StatusOr<std::shared_ptr<LoadedModule>> Load(const ModuleKey& key, absl::string_view entry);
+  absl::StatusOr<std::shared_ptr<LoadedModule>> Load(const ModuleKey& key, absl::string_view entry,
+                                                     const char* what);
+  // The Fix for a failed cuModuleLoadDataEx, fitting its cause (empty: the
+  // CUresult table's Fix).
+  std::string LoadFix(CUresult result, bool has_log) const;
 
   const CUcontext context_;
   const int cc_major_, cc_minor_;

@@ -132,8 +132,8 @@ absl::Status PendingDispatch::EnqueueLocked(const char* what) {
   CUstream stream = ctx.stream();
   bool timed = (plan_.flags & VYRE_DISPATCH_FLAG_DEVICE_TIMING) || TraceOn();
   if (timed) {
-    VYRE_RETURN_IF_ERROR(start_.Acquire(&ctx.events(), /*timing=*/true));
-    VYRE_RETURN_IF_ERROR(end_.Acquire(&ctx.events(), /*timing=*/true));
+    VYRE_RETURN_IF_ERROR(start_.Acquire(&ctx.events(), /*timing=*/true, what));
+    VYRE_RETURN_IF_ERROR(end_.Acquire(&ctx.events(), /*timing=*/true, what));
     VYRE_CU(what, cuEventRecord, start_.get(), stream);
     device_work_pending_ = true;
   }
@@ -178,7 +178,7 @@ absl::Status PendingDispatch::EnqueueLocked(const char* what) {
   VYRE_RETURN_IF_ERROR(EnqueueReadbacks(what));
   if (timed) VYRE_CU(what, cuEventRecord, end_.get(), stream);
   if (!synchronous_) {
-    VYRE_RETURN_IF_ERROR(done_.Acquire(&ctx.events(), /*timing=*/false));
+    VYRE_RETURN_IF_ERROR(done_.Acquire(&ctx.events(), /*timing=*/false, what));
     VYRE_CU(what, cuEventRecord, done_.get(), stream);
   }
   return absl::OkStatus();
@@ -389,9 +389,28 @@ void PendingDispatch::Recycle(std::shared_ptr<PendingWork> self) {
   ctx->RecyclePending(std::static_pointer_cast<PendingDispatch>(std::move(self)));
 }
 
-void PendingDispatch::Abandon() {
+absl::Status PendingDispatch::Abandon(const char* what) {
   auto lock = Lock();
+  absl::Status status;
+  if (state_ == State::kInFlight && device_work_pending_ && done_) {
+    // Never waited on: what its device work met would go with the handle.
+    driver::ScopedContext bind(context().cu(), driver::ScopedContext::Purpose::kRelease);
+    CUresult r = driver::Api().cuEventSynchronize(done_.get());
+    if (r == CUDA_SUCCESS) {
+      device_work_pending_ = false;  // done_ follows all of the dispatch's work
+    } else {
+      status = driver::CuError(
+          r,
+          absl::StrFormat("%s: the dispatch of '%s' (released without a wait)", what,
+                          program_->entry()),
+          "cuEventSynchronize",
+          "nothing is left to do for this handle (it is released); wait on pending work "
+          "(vyre_pending_wait) before releasing it to see its errors where they happen, and "
+          "check the driver and the device if they recur");
+    }
+  }
   ReleaseResources();
+  return status;
 }
 
 }  // namespace vyre

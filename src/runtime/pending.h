@@ -39,7 +39,7 @@ class PendingDispatch final : public PendingWork {
   absl::Status Poll(const char* what) override;
   absl::Status Wait(uint64_t timeout_ns, const char* what) override;
   absl::StatusOr<vyre_timing> Timing(const char* what) override;
-  void Abandon() override;
+  absl::Status Abandon(const char* what) override;
   std::shared_ptr<Context> context_ref() const override { return program_->context_ref(); }
   void Recycle(std::shared_ptr<PendingWork> self) override;
 

@@ -26,9 +26,11 @@ class PendingWork {
   // wait is INVALID_STATE; TIMEOUT leaves it waitable.
   virtual absl::Status Wait(uint64_t timeout_ns, const char* what) = 0;
   virtual absl::StatusOr<vyre_timing> Timing(const char* what) = 0;
-  // Waits for the device work without the host read-back (release of an
-  // unwaited handle). Never fails.
-  virtual void Abandon() = 0;
+  // Releases the work's resources without the host read-back (release of a
+  // handle). Work never waited on is waited for first: its failure (a device
+  // fault, or any error its device work met) is returned, since nobody else
+  // will see it. Work already waited on, or whose wait failed, returns OK.
+  virtual absl::Status Abandon(const char* what) = 0;
   virtual std::shared_ptr<Context> context_ref() const = 0;
   // Called after release with the last reference: offer it for reuse.
   virtual void Recycle(std::shared_ptr<PendingWork> self) { (void)self; }

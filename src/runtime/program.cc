@@ -243,6 +243,22 @@ absl::Status CheckBlockShape(const char* what, const uint32_t block[3],
   return absl::OkStatus();
 }
 
+absl::Status CheckSharedMemory(const char* what, uint64_t dynamic_bytes, const Program& program,
+                               const char* dynamic_source) {
+  const vyre_device_info& device = program.context().device();
+  const uint64_t limit = device.max_shared_memory_per_block;
+  const uint64_t fixed = program.static_shared_bytes();
+  if (fixed <= limit && dynamic_bytes <= limit - fixed) return absl::OkStatus();
+  return Errorf(VYRE_STATUS_LIMIT_EXCEEDED,
+                "%s: %s %u bytes of dynamic shared memory, and kernel '%s' declares %u bytes of "
+                "static shared memory: together over the %u bytes per block %s offers (its "
+                "opt-in maximum). Fix: keep the dynamic shared memory (SHARED bindings plus "
+                "shared_memory_bytes) at or below %u bytes, or use less static shared memory in "
+                "the kernel.",
+                what, dynamic_source, dynamic_bytes, program.entry(), fixed, limit, device.name,
+                fixed <= limit ? limit - fixed : 0);
+}
+
 absl::StatusOr<std::shared_ptr<Program>> Program::Create(std::shared_ptr<Context> context,
                                                          const vyre_program_desc& desc) {
   VYRE_ASSIGN_OR_RETURN(absl::string_view code, CodeOf(desc));
@@ -285,16 +301,18 @@ absl::StatusOr<std::shared_ptr<Program>> Program::Create(std::shared_ptr<Context
 
   VYRE_ASSIGN_OR_RETURN(program->module_,
                         context->modules().GetOrLoad(desc.code_kind, code, options,
-                                                     program->entry_));
+                                                     program->entry_, kWhat));
   driver::ScopedContext bind(context->cu());
   VYRE_RETURN_IF_ERROR(bind.status(kWhat));
   CUresult r = driver::Api().cuModuleGetFunction(&program->function_, program->module_->get(),
                                                  program->entry_.c_str());
   if (r == CUDA_ERROR_NOT_FOUND) {
-    return Errorf(VYRE_STATUS_ENTRY_NOT_FOUND,
-                  "%s: the module has no kernel named '%s'. Fix: pass the kernel's exact "
-                  "entry name (declare it extern \"C\" to avoid C++ name mangling).",
-                  kWhat, program->entry_);
+    return MakeError(VYRE_STATUS_ENTRY_NOT_FOUND,
+                     absl::StrFormat("%s: the module has no kernel named '%s'. Fix: pass the "
+                                     "kernel's exact entry name (declare it extern \"C\" to "
+                                     "avoid C++ name mangling).",
+                                     kWhat, program->entry_),
+                     static_cast<int32_t>(r));
   }
   if (r != CUDA_SUCCESS) {
     return driver::CuError(r, absl::StrCat(kWhat, ": resolving entry '", program->entry_, "'"),
@@ -306,6 +324,12 @@ absl::StatusOr<std::shared_ptr<Program>> Program::Create(std::shared_ptr<Context
   program->max_threads_per_block_ = static_cast<uint32_t>(max_threads);
   VYRE_RETURN_IF_ERROR(
       CheckBlockShape(kWhat, program->workgroup_, device, program->max_threads_per_block_));
+  int static_shared = 0;
+  VYRE_CU("vyre_program_create: reading the kernel's static shared memory", cuFuncGetAttribute,
+          &static_shared, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, program->function_);
+  program->static_shared_bytes_ = static_cast<uint32_t>(static_shared < 0 ? 0 : static_shared);
+  VYRE_RETURN_IF_ERROR(
+      CheckSharedMemory(kWhat, program->shared_memory_bytes_, *program, "the program declares"));
   context->telemetry().live_programs.Add();
   program->counted_ = true;
   return program;

@@ -48,6 +48,9 @@ class Program {
   const uint32_t* workgroup() const { return workgroup_; }
   // Dynamic shared memory: the desc's bytes plus every SHARED binding.
   uint64_t shared_memory_bytes() const { return shared_memory_bytes_; }
+  // The kernel's static shared memory (CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES):
+  // dynamic shared memory may use the device's opt-in maximum minus this.
+  uint32_t static_shared_bytes() const { return static_shared_bytes_; }
   uint32_t max_threads_per_block() const { return max_threads_per_block_; }
   uint64_t handle() const { return handle_; }
   void set_handle(uint64_t bits) { handle_ = bits; }
@@ -77,11 +80,18 @@ class Program {
   std::vector<vyre_kernel_param> params_;
   uint32_t workgroup_[3] = {1, 1, 1};
   uint64_t shared_memory_bytes_ = 0;
+  uint32_t static_shared_bytes_ = 0;
   uint32_t max_threads_per_block_ = 0;
   uint64_t handle_ = 0;
   bool counted_ = false;  // in live_programs
   mutable ParamCache param_cache_;
 };
+
+// Checks that `dynamic_bytes` of dynamic shared memory fit next to the
+// kernel's static shared memory in the device's opt-in maximum per block
+// (LIMIT_EXCEEDED otherwise, before the driver would refuse the launch).
+absl::Status CheckSharedMemory(const char* what, uint64_t dynamic_bytes, const Program& program,
+                               const char* dynamic_source);
 
 // Checks a block shape against the device and the kernel's own limit.
 absl::Status CheckBlockShape(const char* what, const uint32_t block[3],

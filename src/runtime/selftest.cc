@@ -55,10 +55,14 @@ absl::Status RunSelfTest(const std::shared_ptr<Context>& context, const char* wh
   VYRE_RETURN_IF_ERROR(pending.Wait(VYRE_WAIT_FOREVER, what));
   for (uint32_t i = 0; i < kElements; ++i) {
     if (out[i] != a[i] + b[i]) {
-      return Errorf(VYRE_STATUS_INTERNAL,
-                    "%s: the self-test kernel wrote %u at element %u, expected %u. Fix: the "
-                    "device or driver computes wrong results; check nvidia-smi for errors and "
-                    "report this.",
+      // Not a vyre-cuda bug (INTERNAL): the dispatch succeeded and its sum is
+      // wrong, so the device, its driver or the JIT got it wrong.
+      return Errorf(VYRE_STATUS_LAUNCH_FAILED,
+                    "%s: the self-test kernel ran but wrote %u at element %u instead of %u "
+                    "(a + b): the device, its driver or the driver's JIT computed a wrong "
+                    "result. Fix: check the device for errors (nvidia-smi -q -d "
+                    "ECC,PAGE_RETIREMENT; Xid messages in the kernel log), update the NVIDIA "
+                    "driver, and report the device and driver (vyre-cuda info) if it persists.",
                     what, out[i], i, a[i] + b[i]);
     }
   }

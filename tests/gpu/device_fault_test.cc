@@ -1,9 +1,10 @@
 // Device faults on a real GPU: a kernel that stores to address 0x10 faults
 // the device (CUDA_ERROR_ILLEGAL_ADDRESS, sticky). The call that meets it and
 // every later call on the context answer VYRE_STATUS_DEVICE_FAULT with a Fix;
-// after every context of the device is destroyed (the library then resets the
-// primary context), a new context computes a correct vector add in the same
-// process. The same with 8 threads dispatching when the fault hits.
+// the releases release and report the fault too; after every context of the
+// device is destroyed (the library then resets the primary context), a new
+// context computes a correct vector add in the same process. The same with 8
+// threads dispatching when the fault hits.
 //
 // Each test runs in its own process (gtest_discover_tests), so the fault never
 // touches another test. Without a GPU the tests skip (VYRE_CUDA_REQUIRE_GPU=1:
@@ -181,7 +182,15 @@ TEST_F(DeviceFaultGpuTest, AFaultingKernelThenDestroyCreateAndACorrectDispatch) 
     // Informational calls still work.
     vyre_telemetry telemetry = VYRE_TELEMETRY_INIT;
     EXPECT_VYRE_OK(vyre_context_telemetry(context.get(), &telemetry));
-  }  // programs, buffer, context destroyed: the device is reset
+
+    // Releases release, then report the fault; the last context's destroy
+    // resets the device and says so.
+    EXPECT_DEVICE_FAULT(vyre_buffer_free(buffer.release()));
+    EXPECT_DEVICE_FAULT(vyre_program_destroy(add.release()));
+    EXPECT_DEVICE_FAULT(vyre_program_destroy(fault.release()));
+    EXPECT_DEVICE_FAULT(vyre_context_destroy(context.release()));
+    EXPECT_TRUE(Contains(LastErrorMessage(), "the library reset it")) << LastErrorMessage();
+  }
   ExpectRecovered();
 }
 
@@ -239,6 +248,9 @@ TEST_F(DeviceFaultGpuTest, EightThreadsDispatchingWhenTheKernelFaults) {
     EXPECT_TRUE(failures.empty()) << failures.size() << " failure(s), first: "
                                   << (failures.empty() ? std::string() : failures.front());
     EXPECT_EQ(faults_seen.load(), kThreads) << "every thread should have met the fault";
+    EXPECT_DEVICE_FAULT(vyre_program_destroy(add.release()));
+    EXPECT_DEVICE_FAULT(vyre_program_destroy(fault.release()));
+    EXPECT_DEVICE_FAULT(vyre_context_destroy(context.release()));
   }
   ExpectRecovered();
 }

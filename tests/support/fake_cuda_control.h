@@ -98,6 +98,13 @@ typedef void (*fake_cuda_inject_fault_fn)(int cu_result);
  * returns cu_result and makes the device sticky. */
 typedef void (*fake_cuda_inject_latent_fault_fn)(int cu_result);
 
+/* A module loaded from PTX text containing "fake-static-shared-bytes: <n>"
+ * declares n bytes of static shared memory in every kernel
+ * (CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES); launches then get at most 48 KiB - n
+ * bytes of dynamic shared memory (else CUDA_ERROR_INVALID_VALUE), and the
+ * opt-in cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES) refuses more. */
+#define FAKE_CUDA_STATIC_SHARED_MARKER "fake-static-shared-bytes: "
+
 /* cuModuleLoadDataEx on PTX text containing "fake-jit-log-bytes: <n>" fails
  * with CUDA_ERROR_INVALID_PTX and a JIT error log of exactly n bytes (as far
  * as the log buffer holds): this pattern repeated, the last copy cut at n. It

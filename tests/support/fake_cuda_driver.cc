@@ -65,7 +65,13 @@
 // fake_cuda_inject_fault, fake_cuda_inject_latent_fault.
 // Environment:
 //   FAKE_CUDA_MODE          unset/"ok" normal; "no_device": cuInit says
-//                           CUDA_ERROR_NO_DEVICE; "old": driver version 11080.
+//                           CUDA_ERROR_NO_DEVICE; "old": driver version 11080;
+//                           "stub": every call (cuGetProcAddress_v2 and cuInit
+//                           included) returns CUDA_ERROR_STUB_LIBRARY, as the
+//                           CUDA toolkit's lib64/stubs/libcuda.so does.
+//   FAKE_CUDA_INIT_RESULT, FAKE_CUDA_VERSION_RESULT, FAKE_CUDA_COUNT_RESULT
+//                           a CUresult (number) that cuInit, cuDriverGetVersion
+//                           or cuDeviceGetCount returns instead of succeeding.
 //   FAKE_CUDA_MEMORY_BYTES  device memory capacity (default 1 GiB).
 #include <cuda.h>
 
@@ -109,7 +115,7 @@ constexpr size_t kDeviceAlignment = 256;
 constexpr unsigned char kFreshMemoryPattern = 0xA5;  // never zero: zeroing must be explicit
 constexpr auto kHoldLimit = std::chrono::seconds(5);
 
-enum class Mode { kOk, kNoDevice, kOld };
+enum class Mode { kOk, kNoDevice, kOld, kStub };
 
 Mode CurrentMode() {
   const char* mode = std::getenv("FAKE_CUDA_MODE");
@@ -118,8 +124,18 @@ Mode CurrentMode() {
   }
   if (std::strcmp(mode, "no_device") == 0) return Mode::kNoDevice;
   if (std::strcmp(mode, "old") == 0) return Mode::kOld;
+  if (std::strcmp(mode, "stub") == 0) return Mode::kStub;
   std::fprintf(stderr, "fake cuda: unknown FAKE_CUDA_MODE '%s', using 'ok'\n", mode);
   return Mode::kOk;
+}
+
+// FAKE_CUDA_INIT_RESULT, FAKE_CUDA_VERSION_RESULT, FAKE_CUDA_COUNT_RESULT:
+// the CUresult cuInit, cuDriverGetVersion or cuDeviceGetCount returns
+// instead of succeeding (unset or 0: they work).
+CUresult EnvResult(const char* variable) {
+  const char* text = std::getenv(variable);
+  if (text == nullptr || *text == '\0') return CUDA_SUCCESS;
+  return static_cast<CUresult>(std::strtol(text, nullptr, 0));
 }
 
 uint64_t MemoryCapacity() {
@@ -144,10 +160,13 @@ struct FakeContext {
 struct FakeModule {
   std::vector<std::string> entries;
   uint64_t serial = 0;  // unique per load: graph nodes notice an unload and reload
+  int static_shared_bytes = 0;  // of every kernel: PTX "fake-static-shared-bytes: <n>"
 };
 struct FakeFunction {
   FakeModule* module = nullptr;
   std::string name;
+  int static_shared_bytes = 0;
+  // Without the opt-in, static and dynamic shared memory share the 48 KiB.
   int max_dynamic_shared_bytes = kSharedBytesPerBlock;
 };
 struct LaunchShape {
@@ -424,8 +443,10 @@ void WaitWhileHeld(Lock& lock) {
 // ---------------------------------------------------------------------------
 
 CUresult FakeInit(unsigned int flags) {
+  if (CurrentMode() == Mode::kStub) return CUDA_ERROR_STUB_LIBRARY;
   if (flags != 0) return CUDA_ERROR_INVALID_VALUE;
   if (CurrentMode() == Mode::kNoDevice) return CUDA_ERROR_NO_DEVICE;
+  if (CUresult r = EnvResult("FAKE_CUDA_INIT_RESULT")) return r;
   Lock lock(S().mu);
   if (!S().initialized) {
     S().initialized = true;
@@ -438,6 +459,7 @@ CUresult FakeInit(unsigned int flags) {
 
 CUresult fake_cuDriverGetVersion(int* version) {
   if (version == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (CUresult r = EnvResult("FAKE_CUDA_VERSION_RESULT")) return r;
   *version = CurrentMode() == Mode::kOld ? 11080 : 13000;
   return CUDA_SUCCESS;
 }
@@ -514,6 +536,7 @@ CUresult fake_cuDeviceGetCount(int* count) {
   Lock lock(S().mu);
   if (CUresult r = RequireInit("cuDeviceGetCount")) return r;
   if (count == nullptr) return Misuse(CUDA_ERROR_INVALID_VALUE, "cuDeviceGetCount: NULL count");
+  if (CUresult r = EnvResult("FAKE_CUDA_COUNT_RESULT")) return r;
   *count = 1;
   return CUDA_SUCCESS;
 }
@@ -1249,6 +1272,17 @@ CUresult fake_cuModuleLoadDataEx(CUmodule* module, const void* image, unsigned i
     return CUDA_ERROR_INVALID_PTX;
   }
   auto* m = new FakeModule{std::move(names), ++S().module_serial};
+  // PTX text holding "fake-static-shared-bytes: <n>": every kernel of the
+  // module declares n bytes of static shared memory.
+  if (!IsElf(static_cast<const unsigned char*>(image)) &&
+      !IsFatbin(static_cast<const unsigned char*>(image))) {
+    const char* marker =
+        std::strstr(static_cast<const char*>(image), "fake-static-shared-bytes: ");
+    if (marker != nullptr) {
+      m->static_shared_bytes = static_cast<int>(
+          std::strtol(marker + std::strlen("fake-static-shared-bytes: "), nullptr, 10));
+    }
+  }
   S().modules.insert(m);
   ++S().stats.module_loads;
   *module = reinterpret_cast<CUmodule>(m);
@@ -1289,6 +1323,8 @@ CUresult fake_cuModuleGetFunction(CUfunction* function, CUmodule module, const c
   auto f = std::make_unique<FakeFunction>();
   f->module = m;
   f->name = name;
+  f->static_shared_bytes = m->static_shared_bytes;
+  f->max_dynamic_shared_bytes = std::max(0, kSharedBytesPerBlock - m->static_shared_bytes);
   FakeFunction* raw = f.get();
   S().functions.emplace(raw, std::move(f));
   *function = reinterpret_cast<CUfunction>(raw);
@@ -1306,6 +1342,7 @@ CUresult fake_cuFuncGetAttribute(int* value, CUfunction_attribute attribute, CUf
     case CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES:
       *value = f->max_dynamic_shared_bytes;
       break;
+    case CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES: *value = f->static_shared_bytes; break;
     default: *value = 0; break;
   }
   return CUDA_SUCCESS;
@@ -1317,7 +1354,10 @@ CUresult fake_cuFuncSetAttribute(CUfunction function, CUfunction_attribute attri
   FakeFunction* f = FindFunction(function);
   if (f == nullptr) return Misuse(CUDA_ERROR_INVALID_HANDLE, "cuFuncSetAttribute: unknown function");
   if (attribute == CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES) {
-    if (value < 0 || value > kSharedBytesPerBlock) return CUDA_ERROR_INVALID_VALUE;
+    // The opt-in maximum less the kernel's static shared memory.
+    if (value < 0 || value > kSharedBytesPerBlock - f->static_shared_bytes) {
+      return CUDA_ERROR_INVALID_VALUE;
+    }
     f->max_dynamic_shared_bytes = value;
   }
   return CUDA_SUCCESS;
@@ -2233,6 +2273,13 @@ FAKE_EXPORT CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int cud
   (void)cudaVersion;
   (void)flags;
   if (symbol == nullptr || pfn == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (CurrentMode() == Mode::kStub) {
+    // Like the CUDA toolkit's lib64/stubs/libcuda.so: every call, this one
+    // included, answers CUDA_ERROR_STUB_LIBRARY.
+    *pfn = nullptr;
+    if (symbolStatus) *symbolStatus = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+    return CUDA_ERROR_STUB_LIBRARY;
+  }
   for (const ProcEntry& entry : kProcs) {
     if (std::strcmp(entry.name, symbol) == 0) {
       *pfn = entry.function;

@@ -5,6 +5,9 @@
 //   OldDriver*     FAKE_CUDA_MODE=old (cuDriverGetVersion says 11080)
 //   NoProcDriver*  VYRE_CUDA_DRIVER_LIBRARY=libfake_cuda_noproc.so
 //   NoNvrtc*       VYRE_CUDA_NVRTC_LIBRARY=/nonexistent/libnvrtc.so
+//   DriverLoad*    VYRE_TEST_DRIVER_CASE=<case> with the environment of that
+//                  case (the toolkit's stub library, the fake's stub mode,
+//                  FAKE_CUDA_{INIT,VERSION,COUNT}_RESULT): see kLoadCases
 // Run without that environment, a suite skips (its ctest entry fails on a skip).
 #include <gtest/gtest.h>
 
@@ -220,6 +223,99 @@ TEST(NoProcDriverTest, DriverWithoutGetProcAddressIsTooOld) {
     GTEST_SKIP() << "needs VYRE_CUDA_DRIVER_LIBRARY=.../libfake_cuda_noproc.so";
   }
   ExpectDriverTooOld();
+}
+
+// ---------------------------------------------------------------------------
+// Loading the driver goes wrong: the status names the cause truly
+// ---------------------------------------------------------------------------
+
+struct LoadCase {
+  const char* name;      // VYRE_TEST_DRIVER_CASE
+  vyre_status status;    // every call that needs the driver
+  int32_t cu_result;     // the CUresult the error carries
+  std::vector<const char*> says;      // in the first line
+  std::vector<const char*> never;     // not in the first line
+};
+
+const std::vector<LoadCase>& LoadCases() {
+  static const std::vector<LoadCase> cases = {
+      // FAKE_CUDA_MODE=stub: every call answers CUDA_ERROR_STUB_LIBRARY, as the
+      // toolkit's stub does; VYRE_CUDA_DRIVER_LIBRARY names it.
+      {"fake_stub", VYRE_STATUS_NO_DRIVER, 34,
+       {"is the CUDA toolkit's link stub", "CUDA_ERROR_STUB_LIBRARY",
+        "Fix: load the real driver instead: set VYRE_CUDA_DRIVER_LIBRARY to the NVIDIA "
+        "driver's libcuda.so.1"},
+       {"DRIVER_TOO_OLD", "is missing", "CUDA 12.0"}},
+      // The CUDA toolkit's own lib64/stubs/libcuda.so through
+      // VYRE_CUDA_DRIVER_LIBRARY.
+      {"toolkit_stub", VYRE_STATUS_NO_DRIVER, 34,
+       {"/stubs/libcuda.so\" is the CUDA toolkit's link stub", "VYRE_CUDA_DRIVER_LIBRARY"},
+       {"is missing", "CUDA 12.0"}},
+      // The stubs directory on LD_LIBRARY_PATH (VYRE_CUDA_DRIVER_LIBRARY empty).
+      {"stub_on_loader_path", VYRE_STATUS_NO_DRIVER, 34,
+       {"/stubs/libcuda.so.1\" is the CUDA toolkit's link stub",
+        "remove the toolkit's stubs directory from LD_LIBRARY_PATH"},
+       {"is missing", "CUDA 12.0"}},
+      // FAKE_CUDA_INIT_RESULT=803: libcuda and the kernel module differ.
+      {"driver_mismatch", VYRE_STATUS_NO_DRIVER, 803,
+       {"cuInit returned CUDA_ERROR_SYSTEM_DRIVER_MISMATCH", "kernel module"},
+       {"older", "install an NVIDIA driver that supports"}},
+      // FAKE_CUDA_INIT_RESULT=46: the device is held by another process.
+      {"device_unavailable", VYRE_STATUS_NO_DEVICE, 46,
+       {"cuInit returned CUDA_ERROR_DEVICE_UNAVAILABLE", "compute mode"},
+       {}},
+      // FAKE_CUDA_INIT_RESULT=804: a forward-compatibility driver refuses the GPU.
+      {"compat_unsupported", VYRE_STATUS_NO_DEVICE, 804,
+       {"cuInit returned CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE", "cuda-compat"},
+       {}},
+      // FAKE_CUDA_INIT_RESULT=999: cuInit fails for no stated reason.
+      {"init_unknown", VYRE_STATUS_NO_DRIVER, 999,
+       {"cuInit returned CUDA_ERROR_UNKNOWN", "kernel module is loaded"},
+       {}},
+      // FAKE_CUDA_COUNT_RESULT=999: counting devices fails; not "0 devices".
+      {"count_fails", VYRE_STATUS_DRIVER_ERROR, 999,
+       {"cuDeviceGetCount returned CUDA_ERROR_UNKNOWN"},
+       {"reports no device"}},
+      // FAKE_CUDA_VERSION_RESULT=999: no version; not "supports CUDA 0.0".
+      {"version_fails", VYRE_STATUS_DRIVER_ERROR, 999,
+       {"cuDriverGetVersion returned CUDA_ERROR_UNKNOWN"},
+       {"CUDA 0.0", "older than"}},
+  };
+  return cases;
+}
+
+void ExpectLoadFailure(vyre_status status, const LoadCase& c) {
+  EXPECT_VYRE_ERROR(status, c.status);
+  const LastError e = ReadLastError();
+  EXPECT_EQ(e.cu_result, c.cu_result) << e.message;
+  const std::string first_line = e.message.substr(0, e.message.find('\n'));
+  for (const char* part : c.says) {
+    EXPECT_NE(first_line.find(part), std::string::npos) << "lacks \"" << part << "\": " << e.message;
+  }
+  for (const char* part : c.never) {
+    EXPECT_EQ(first_line.find(part), std::string::npos) << "says \"" << part << "\": " << e.message;
+  }
+}
+
+TEST(DriverLoadTest, EveryCallNamesTheCause) {
+  const char* name = std::getenv("VYRE_TEST_DRIVER_CASE");
+  if (name == nullptr) GTEST_SKIP() << "needs VYRE_TEST_DRIVER_CASE (ctest sets it)";
+  const LoadCase* found = nullptr;
+  for (const LoadCase& c : LoadCases()) {
+    if (std::strcmp(c.name, name) == 0) found = &c;
+  }
+  ASSERT_NE(found, nullptr) << "unknown VYRE_TEST_DRIVER_CASE " << name;
+  const LoadCase& c = *found;
+  uint32_t count = 7;
+  ExpectLoadFailure(vyre_device_count(&count), c);
+  vyre_device_info info = VYRE_DEVICE_INFO_INIT;
+  ExpectLoadFailure(vyre_device_info_get(0, &info), c);
+  vyre_context_desc desc = VYRE_CONTEXT_DESC_INIT;
+  vyre_context context{0};
+  ExpectLoadFailure(vyre_context_create(&desc, &context), c);
+  EXPECT_EQ(context.bits, 0u);
+  // The outcome is remembered.
+  ExpectLoadFailure(vyre_context_create(&desc, &context), c);
 }
 
 // ---------------------------------------------------------------------------

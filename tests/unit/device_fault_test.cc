@@ -5,7 +5,11 @@
 // Checked here:
 //   - the call that meets the fault, and every later call on the context and
 //     its objects, returns VYRE_STATUS_DEVICE_FAULT with a Fix naming what to
-//     do; informational calls and releases still work;
+//     do; informational calls still work; releases (free, destroy, pending
+//     release) release everything and then return DEVICE_FAULT too, saying
+//     what was released (the handle is gone: using it again is STALE_HANDLE),
+//     and a context destroy's Fix says what is left to do (destroy the other
+//     contexts, create a new one after the reset, or retry a failed reset);
 //   - creating a context while a faulted one of the device lives is refused,
 //     naming how many are left; destroying the last one resets the device, and
 //     a new context computes correct results;
@@ -24,6 +28,7 @@
 #include <thread>
 #include <vector>
 
+#include "driver/cu_error.h"
 #include "driver/driver_api.h"
 #include "driver/fault_injection.h"
 #include "fake_cuda_client.h"
@@ -58,6 +63,29 @@ bool Contains(const std::string& text, const std::string& part) {
 }
 
 #define EXPECT_DEVICE_FAULT(expr) EXPECT_TRUE(IsDeviceFault(expr)) << "  in: " #expr
+
+// A release on a faulted device: it released its object (the message says
+// so, with `released`) and reports the fault with the fault's CUresult.
+::testing::AssertionResult IsReleasedAfterFault(vyre_status status, const std::string& released,
+                                                int code = kIllegalAddress) {
+  ::testing::AssertionResult error = ExpectError(status, VYRE_STATUS_DEVICE_FAULT);
+  if (!error) return error;
+  const LastError e = ReadLastError();
+  const std::string first_line = e.message.substr(0, e.message.find('\n'));
+  const char* name = vyre::driver::CuResultName(static_cast<CUresult>(code));
+  if (!Contains(first_line, released) || !Contains(first_line, name)) {
+    return ::testing::AssertionFailure()
+           << "the message does not say \"" << released << "\" and name " << name << ": "
+           << e.message;
+  }
+  if (e.cu_result != code) {
+    return ::testing::AssertionFailure() << "cu_result " << e.cu_result << ": " << e.message;
+  }
+  return ::testing::AssertionSuccess();
+}
+
+#define EXPECT_RELEASED_AFTER_FAULT(expr, released) \
+  EXPECT_TRUE(IsReleasedAfterFault((expr), (released))) << "  in: " #expr
 
 // A fault met earlier: the message says so and carries the fault's CUresult.
 ::testing::AssertionResult IsEarlierFault(vyre_status status) {
@@ -137,7 +165,11 @@ class DeviceFaultTest : public ::testing::Test {
     vyre_set_log_callback(nullptr, nullptr, VYRE_LOG_WARNING);
     for (vyre_context& c : contexts_) {
       if (c.bits != 0) {
-        EXPECT_VYRE_OK(vyre_context_destroy(c));
+        // A test that stopped early may leave a faulted context behind.
+        const vyre_status status = vyre_context_destroy(c);
+        if (status != VYRE_STATUS_DEVICE_FAULT) {
+          EXPECT_VYRE_OK(status);
+        }
       }
       c = vyre_context{0};
     }
@@ -170,6 +202,20 @@ class DeviceFaultTest : public ::testing::Test {
   void Destroy(vyre_context& context) {
     EXPECT_VYRE_OK(vyre_context_destroy(context));
     context = vyre_context{0};
+  }
+
+  // Destroys a context of a faulted device: everything is released, then
+  // DEVICE_FAULT whose Fix holds `fix` (what is left to do).
+  void DestroyFaulted(vyre_context& context, const std::string& fix) {
+    const vyre_context handle = context;
+    EXPECT_RELEASED_AFTER_FAULT(vyre_context_destroy(context),
+                                "the context and everything it owned are released");
+    const std::string message = LastErrorMessage();
+    EXPECT_TRUE(Contains(message, "Fix: " + fix)) << message;
+    context = vyre_context{0};
+    // Gone, whatever the status said.
+    vyre_telemetry telemetry = VYRE_TELEMETRY_INIT;
+    EXPECT_VYRE_ERROR(vyre_context_telemetry(handle, &telemetry), VYRE_STATUS_STALE_HANDLE);
   }
 
   // Faults the device through a sync dispatch of `add` on `context`.
@@ -302,16 +348,27 @@ TEST_F(DeviceFaultTest, AFaultCostsTheContextNotTheProcess) {
       << LastErrorMessage();
   EXPECT_EQ(FakeCuda::Stats().primary_context_retains, before_create.primary_context_retains);
 
-  // Releases work (the fake's frees fail with the sticky error; the reset
-  // reclaims what they could not free).
-  EXPECT_VYRE_OK(vyre_pending_release(before_fault));
-  EXPECT_VYRE_OK(vyre_graph_destroy(graph));
-  EXPECT_VYRE_OK(vyre_sequence_destroy(sequence));
-  EXPECT_VYRE_OK(vyre_program_destroy(inc));
-  EXPECT_VYRE_OK(vyre_buffer_free(buffer));
-  EXPECT_VYRE_OK(vyre_program_destroy(add));
+  // Releases release (the fake's frees fail with the sticky error; the reset
+  // reclaims what they could not free), then report the fault. The pending,
+  // never waited on successfully, reports what its own work met.
+  EXPECT_RELEASED_AFTER_FAULT(vyre_pending_release(before_fault), "released without a wait");
+  EXPECT_TRUE(Contains(LastErrorMessage(), "vyre_pending_release: the dispatch of "
+                                           "'vyre_test_inc_u32' (released without a wait)"))
+      << LastErrorMessage();
+  EXPECT_RELEASED_AFTER_FAULT(vyre_graph_destroy(graph), "the graph is destroyed");
+  EXPECT_RELEASED_AFTER_FAULT(vyre_sequence_destroy(sequence), "the sequence is destroyed");
+  EXPECT_RELEASED_AFTER_FAULT(vyre_program_destroy(inc), "the program is destroyed");
+  EXPECT_RELEASED_AFTER_FAULT(vyre_buffer_free(buffer), "the buffer is freed");
+  EXPECT_RELEASED_AFTER_FAULT(vyre_program_destroy(add), "the program is destroyed");
+  // Every handle is gone.
+  EXPECT_VYRE_ERROR(vyre_pending_release(before_fault), VYRE_STATUS_STALE_HANDLE);
+  EXPECT_VYRE_ERROR(vyre_graph_destroy(graph), VYRE_STATUS_STALE_HANDLE);
+  EXPECT_VYRE_ERROR(vyre_sequence_destroy(sequence), VYRE_STATUS_STALE_HANDLE);
+  EXPECT_VYRE_ERROR(vyre_buffer_free(buffer), VYRE_STATUS_STALE_HANDLE);
+  EXPECT_VYRE_ERROR(vyre_program_destroy(add), VYRE_STATUS_STALE_HANDLE);
   EXPECT_EQ(FakeCuda::Stats().primary_context_resets, baseline_.primary_context_resets);
-  Destroy(context);
+  DestroyFaulted(context, "create a new context to go on (vyre_context_create): this was the "
+                          "last vyre context on device 0, so the library reset it");
 
   const fake_cuda_stats reset = FakeCuda::Stats();
   EXPECT_EQ(reset.primary_context_resets, baseline_.primary_context_resets + 1);
@@ -343,11 +400,12 @@ TEST_F(DeviceFaultTest, TheWaitThatSeesALatentFaultReportsIt) {
   EXPECT_EQ(e.cu_result, kIllegalAddress);
   EXPECT_TRUE(Contains(e.message, "vyre_pending_wait: ")) << e.message;
   EXPECT_TRUE(Contains(e.message, "returned CUDA_ERROR_ILLEGAL_ADDRESS")) << e.message;
-  EXPECT_VYRE_OK(vyre_pending_release(pending));
+  // The wait reported the fault; the release still says the device faulted.
+  EXPECT_RELEASED_AFTER_FAULT(vyre_pending_release(pending), "the pending handle is released");
   host.Fresh(32);
   EXPECT_EARLIER_FAULT(vyre_dispatch(add, &host.desc, nullptr));
-  EXPECT_VYRE_OK(vyre_program_destroy(add));
-  Destroy(context);
+  EXPECT_RELEASED_AFTER_FAULT(vyre_program_destroy(add), "the program is destroyed");
+  DestroyFaulted(context, "create a new context to go on");
   ExpectNothingLeft();
   ExpectWorkingContext(33);
 }
@@ -371,14 +429,15 @@ TEST_F(DeviceFaultTest, EveryContextOfTheDeviceMustGoBeforeTheReset) {
   EXPECT_DEVICE_FAULT(vyre_context_create(&desc, &refused));
   EXPECT_TRUE(Contains(LastErrorMessage(), "3 vyre context(s) on it are still alive"))
       << LastErrorMessage();
-  // Objects left alive are released by their context's destruction.
-  Destroy(first);
+  // Objects left alive are released by their context's destruction, which
+  // names the contexts still to destroy.
+  DestroyFaulted(first, "destroy the other 2 vyre context(s) on device 0 as well");
   EXPECT_DEVICE_FAULT(vyre_context_create(&desc, &refused));
   EXPECT_TRUE(Contains(LastErrorMessage(), "destroy the 2 remaining vyre context(s) on device 0"))
       << LastErrorMessage();
-  Destroy(third);
+  DestroyFaulted(third, "destroy the other 1 vyre context(s) on device 0 as well");
   EXPECT_EQ(FakeCuda::Stats().primary_context_resets, baseline_.primary_context_resets);
-  Destroy(second);
+  DestroyFaulted(second, "create a new context to go on");
   EXPECT_EQ(FakeCuda::Stats().primary_context_resets, baseline_.primary_context_resets + 1);
   ExpectNothingLeft();
   ExpectWorkingContext(42);
@@ -415,7 +474,12 @@ void RunThreadsIntoAFault(DeviceFaultTest* test, bool latent, vyre_context conte
           if (status == VYRE_STATUS_OK) {
             status = vyre_pending_wait(pending, VYRE_WAIT_FOREVER);
             e = ReadLastError();
-            if (vyre_pending_release(pending) != VYRE_STATUS_OK) unexpected.fetch_add(1);
+            // The release reports the fault once the device faulted (also
+            // after a wait that completed just before it did).
+            const vyre_status released = vyre_pending_release(pending);
+            if (released != VYRE_STATUS_OK && released != VYRE_STATUS_DEVICE_FAULT) {
+              unexpected.fetch_add(1);
+            }
           }
         }
         if (!counted) {
@@ -448,7 +512,7 @@ void RunThreadsIntoAFault(DeviceFaultTest* test, bool latent, vyre_context conte
   EXPECT_EQ(faults_seen.load(), kThreads) << "every thread should have met the fault";
   HostAdd host(77);
   EXPECT_EARLIER_FAULT(vyre_dispatch(add, &host.desc, nullptr));
-  EXPECT_VYRE_OK(vyre_program_destroy(add));
+  EXPECT_RELEASED_AFTER_FAULT(vyre_program_destroy(add), "the program is destroyed");
   (void)test;
 }
 
@@ -458,7 +522,7 @@ TEST_F(DeviceFaultTest, EightThreadsDispatchingWhenTheDeviceFaults) {
     vyre_context& context = NewContext();
     ASSERT_NE(context.bits, 0u);
     RunThreadsIntoAFault(this, latent, context);
-    Destroy(context);
+    DestroyFaulted(context, "create a new context to go on");
     ExpectNothingLeft();
     ExpectWorkingContext(latent ? 91 : 92);
     ExpectNothingLeft();
@@ -517,19 +581,21 @@ TEST_F(DeviceFaultTest, ContextsComingAndGoingWhenTheDeviceFaults) {
 }
 
 // cuDevicePrimaryCtxReset failing when the last context goes: the destroy
-// still succeeds (its handle is gone) and logs why; the next create retries
-// the reset, and reports a second failure with a Fix; nothing leaks.
+// still releases everything (its handle is gone), logs why, and returns
+// DEVICE_FAULT whose Fix says the next create retries the reset; the next
+// create does, and reports a second failure with a Fix; nothing leaks.
 TEST_F(DeviceFaultTest, AFailedResetIsRetriedByTheNextCreate) {
   LogSink sink;
   ASSERT_VYRE_OK(vyre_set_log_callback(&LogSink::Callback, &sink, VYRE_LOG_INFO));
   vyre_context& context = NewContext();
   vyre_program add = MakeProgram(context, AddSpec());
   FaultThroughDispatch(add);
-  EXPECT_VYRE_OK(vyre_program_destroy(add));
+  EXPECT_RELEASED_AFTER_FAULT(vyre_program_destroy(add), "the program is destroyed");
 
   const uint64_t reset_calls = faults::CallCount(Entry::k_cuDevicePrimaryCtxReset);
   faults::FailNthCall(Entry::k_cuDevicePrimaryCtxReset, 1, CUDA_ERROR_UNKNOWN);
-  Destroy(context);
+  DestroyFaulted(context, "call vyre_context_create, which retries the reset of device 0 that "
+                          "failed");
   EXPECT_EQ(faults::CallCount(Entry::k_cuDevicePrimaryCtxReset), reset_calls + 1);
   EXPECT_TRUE(sink.Saw("the next vyre_context_create retries"));
   EXPECT_EQ(FakeCuda::Stats().primary_context_retains, 0);
@@ -586,16 +652,34 @@ TEST_F(DeviceFaultTest, ARetainThatMeetsAFaultMarksTheLiveContexts) {
   EXPECT_EQ(FakeCuda::Stats().primary_context_retains, 1);
   HostAdd host(71);
   EXPECT_EARLIER_FAULT(vyre_dispatch(add, &host.desc, nullptr));
-  EXPECT_VYRE_OK(vyre_program_destroy(add));
-  Destroy(live);
+  EXPECT_RELEASED_AFTER_FAULT(vyre_program_destroy(add), "the program is destroyed");
+  DestroyFaulted(live, "create a new context to go on");
   EXPECT_EQ(FakeCuda::Stats().primary_context_resets, baseline_.primary_context_resets + 1);
   ExpectNothingLeft();
   ExpectWorkingContext(72);
 }
 
+// A release call of the destroy itself meets a sticky result (here injected
+// into cuStreamDestroy, as a fault that shows only then would): the destroy
+// still releases everything, records the fault, resets the device (it held
+// its last context) and returns DEVICE_FAULT; the next context works.
+TEST_F(DeviceFaultTest, AFaultMetWhileDestroyingIsReturnedByTheDestroy) {
+  vyre_context& context = NewContext();
+  vyre_program add = MakeProgram(context, AddSpec());
+  EXPECT_VYRE_OK(vyre_program_destroy(add));
+  faults::FailNthCall(Entry::k_cuStreamDestroy, 1, CUDA_ERROR_ILLEGAL_ADDRESS);
+  DestroyFaulted(context, "create a new context to go on");
+  faults::ClearFaults();
+  EXPECT_EQ(FakeCuda::Stats().primary_context_resets, baseline_.primary_context_resets + 1);
+  ExpectNothingLeft();
+  ExpectWorkingContext(75);
+}
+
 // Every sticky CUresult is a device fault; the others are not.
 TEST_F(DeviceFaultTest, StickyResultsAreDeviceFaults) {
-  for (int code : {700, 702, 710, 714, 715, 716, 717, 718, 719, 214}) {
+  const std::vector<int> sticky = {700, 702, 710, 714, 715, 716, 717, 718, 719, 214,
+                                   226, 721, 911};
+  for (int code : sticky) {
     SCOPED_TRACE(code);
     vyre_context& context = NewContext();
     vyre_program add = MakeProgram(context, AddSpec());
@@ -605,8 +689,10 @@ TEST_F(DeviceFaultTest, StickyResultsAreDeviceFaults) {
     EXPECT_EQ(ReadLastError().cu_result, code);
     EXPECT_DEVICE_FAULT(vyre_dispatch(add, &host.desc, nullptr));
     EXPECT_TRUE(Contains(LastErrorMessage(), "the device faulted earlier")) << LastErrorMessage();
-    EXPECT_VYRE_OK(vyre_program_destroy(add));
-    Destroy(context);
+    EXPECT_TRUE(IsReleasedAfterFault(vyre_program_destroy(add), "the program is destroyed", code));
+    EXPECT_TRUE(IsReleasedAfterFault(vyre_context_destroy(context),
+                                     "the context and everything it owned are released", code));
+    context = vyre_context{0};
     ExpectNothingLeft();
   }
   ExpectWorkingContext(81);
@@ -621,7 +707,8 @@ TEST_F(DeviceFaultTest, StickyResultsAreDeviceFaults) {
   EXPECT_VYRE_OK(vyre_dispatch(add, &host.desc, nullptr));
   EXPECT_TRUE(host.Correct());
   EXPECT_VYRE_OK(vyre_program_destroy(add));
-  EXPECT_EQ(FakeCuda::Stats().primary_context_resets, baseline_.primary_context_resets + 10);
+  EXPECT_EQ(FakeCuda::Stats().primary_context_resets,
+            baseline_.primary_context_resets + sticky.size());
 }
 
 }  // namespace

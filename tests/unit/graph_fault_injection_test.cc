@@ -3,10 +3,14 @@
 // record, replay, node-update and sequence paths call (stream capture, graph
 // instantiation, upload, node inventory, node parameter updates, graph
 // launch, the copies, memsets and launches made during capture, the graph's
-// memory, events and synchronisation), each of its calls fails in turn, and
-//   - the operation reports the status cu_error.cc maps the CUresult to, with
-//     "Fix:" in the message and the CUresult attached (or, for clean-up and
-//     best-effort calls, succeeds with correct results);
+// memory, events and synchronisation), each of its calls fails in turn with
+// each CUresult of InjectedResults() (injected_results.h: a representative of
+// every status class, a sticky device fault among them), and
+//   - the operation reports the status that CUresult must give (written out
+//     in the test, not taken from the library's table), with a message of the
+//     "<what>: <why>. Fix: <what to do>." layout starting with the function
+//     and the CUresult attached (or, for clean-up and best-effort calls,
+//     succeeds with correct results);
 //   - nothing leaks: after destroying what succeeded and trimming, the
 //     context's live bytes, buffers, programs, pendings, graphs and sequences
 //     and the fake driver's allocations, streams, events, graphs and
@@ -14,7 +18,10 @@
 //     misuse;
 //   - the context stays usable: the capture stream is not left capturing
 //     (the operation, which records again where it recorded, succeeds), and
-//     replays of graphs made before the fault are correct.
+//     replays of graphs made before the fault are correct. After a sticky
+//     result the scenario's objects and the context are released (reporting
+//     DEVICE_FAULT when the fault was recorded), the device is reset, and the
+//     operation succeeds on a fresh context with its objects made again.
 #include <gtest/gtest.h>
 
 #include <array>
@@ -30,6 +37,7 @@
 #include "driver/driver_api.h"
 #include "driver/fault_injection.h"
 #include "fake_cuda_client.h"
+#include "injected_results.h"
 #include "runtime/context.h"
 #include "runtime/registries.h"
 #include "vyre_cuda.h"
@@ -90,32 +98,6 @@ bool LeavesDriverObjectBehind(Entry entry) {
   }
 }
 
-// The first error of a multi-call scenario, kept while clean-up calls run
-// (they clear the thread's last error) and then made the last error again.
-class FirstError {
- public:
-  // Notes `status`; true when it is OK (so the caller may go on).
-  bool Ok(vyre_status status) {
-    if (status != VYRE_STATUS_OK && status_ == VYRE_STATUS_OK) {
-      LastError e = ReadLastError();
-      status_ = status;
-      cu_result_ = e.cu_result;
-      message_ = e.message;
-    }
-    return status == VYRE_STATUS_OK;
-  }
-  bool failed() const { return status_ != VYRE_STATUS_OK; }
-  vyre_status Result() const {
-    if (status_ == VYRE_STATUS_OK) return VYRE_STATUS_OK;
-    return vyre::SetLastError(vyre::MakeError(status_, message_, cu_result_));
-  }
-
- private:
-  vyre_status status_ = VYRE_STATUS_OK;
-  int32_t cu_result_ = 0;
-  std::string message_;
-};
-
 using CallCounts = std::array<uint64_t, kEntryCount>;
 
 CallCounts ReadCallCounts() {
@@ -130,6 +112,11 @@ struct Scenario {
   std::function<vyre_status()> run;                    // the operation; cleans up after itself
   std::function<::testing::AssertionResult()> verify;  // its results after success
   std::set<Entry> also_absorbable = {};
+  // The objects the operation uses, made on context_ before the sweep and
+  // again on each fresh context after a device fault; `release` frees them
+  // (its statuses go through GraphFaultInjectionTest::Released).
+  std::function<void()> setup = [] {};
+  std::function<void()> release = [] {};
 };
 
 struct Levels {
@@ -212,12 +199,61 @@ class GraphFaultInjectionTest : public ::testing::Test {
     EXPECT_EQ(after.driver.primary_context_retains, before.driver.primary_context_retains);
   }
 
-  // Runs the scenario once to warm lazily made state (the capture stream,
-  // pools, modules), once more to count its driver calls, then fails each
-  // call of each entry in turn. Returns the entries the scenario called.
+  // The status of a release in a scenario's `release`: OK, or DEVICE_FAULT
+  // while the sweep replaces a context that a sticky result faulted.
+  void Released(vyre_status status) {
+    if (replacing_faulted_context_ && status == VYRE_STATUS_DEVICE_FAULT) return;
+    EXPECT_VYRE_OK(status);
+  }
+
+  // After a sticky result: release the scenario's objects and the context
+  // (OK, or DEVICE_FAULT when the library recorded the fault), check that a
+  // recorded fault reset the device and left nothing behind, then set the
+  // scenario up on a fresh context.
+  void ReplaceFaultedContext(const Scenario& s) {
+    replacing_faulted_context_ = true;
+    const fake_cuda_stats before = FakeCuda::Stats();
+    s.release();
+    const vyre_status destroyed = vyre_context_destroy(context_);
+    context_ = vyre_context{0};
+    replacing_faulted_context_ = false;
+    if (destroyed != VYRE_STATUS_DEVICE_FAULT) {
+      EXPECT_VYRE_OK(destroyed);
+    }
+    const fake_cuda_stats after = FakeCuda::Stats();
+    EXPECT_EQ(after.misuse_errors, driver_before_.misuse_errors)
+        << "the engine misused the driver (see 'fake cuda: MISUSE' above)";
+    EXPECT_EQ(after.hold_timeouts, driver_before_.hold_timeouts);
+    if (destroyed == VYRE_STATUS_DEVICE_FAULT) {
+      // The reset reclaimed every object of the fake device, also those
+      // earlier faults left behind on purpose: the baseline from here on.
+      EXPECT_EQ(after.primary_context_resets, before.primary_context_resets + 1)
+          << "the faulted device was not reset";
+      EXPECT_EQ(after.primary_context_retains, 0);
+      EXPECT_EQ(after.device_allocations_live, 0u);
+      EXPECT_EQ(after.pinned_allocations_live, 0u);
+      EXPECT_EQ(after.streams_live, 0u);
+      EXPECT_EQ(after.events_live, 0u);
+      EXPECT_EQ(after.graphs_live, 0u);
+      EXPECT_EQ(after.graph_execs_live, 0u);
+      driver_before_ = after;
+      absorbed_release_failure_ = false;
+    } else {
+      EXPECT_EQ(after.primary_context_retains, driver_before_.primary_context_retains);
+    }
+    context_ = MakeContext();
+    ASSERT_NE(context_.bits, 0u);
+    s.setup();
+  }
+
+  // Sets the scenario up, runs it once to warm lazily made state (the
+  // capture stream, pools, modules), once more to count its driver calls,
+  // then fails each call of each entry in turn with each injected CUresult.
+  // Returns the entries the scenario called.
   std::set<Entry> Sweep(const Scenario& s) {
     SCOPED_TRACE(s.name);
     std::set<Entry> called;
+    s.setup();
     s.reset();
     EXPECT_VYRE_OK(s.run()) << "the scenario fails without faults";
     EXPECT_TRUE(s.verify()) << "the scenario is wrong without faults";
@@ -240,25 +276,34 @@ class GraphFaultInjectionTest : public ::testing::Test {
     std::printf("[ faults   ] %s calls:%s\n", s.name.c_str(), covered.c_str());
 
     size_t injected = 0;
+    const uint64_t resets_before = FakeCuda::Stats().primary_context_resets;
     for (int i = 0; i < kEntryCount; ++i) {
       uint64_t calls = after[i] - before[i];
       for (uint64_t n = 1; n <= calls; ++n) {
-        InjectOne(s, EntryAt(i), n, calls, CUDA_ERROR_UNKNOWN);
-        ++injected;
-        if (HasFatalFailure()) return called;
+        for (const InjectedResult& result : InjectedResults()) {
+          InjectOne(s, EntryAt(i), n, calls, result);
+          ++injected;
+          if (HasFatalFailure()) return called;
+        }
       }
     }
     EXPECT_GT(injected, 0u) << "the scenario made no driver calls";
-    std::printf("[ faults   ] %s: %zu faults injected\n", s.name.c_str(), injected);
+    const uint64_t resets = FakeCuda::Stats().primary_context_resets - resets_before;
+    EXPECT_GT(resets, 0u) << "no injected device fault was recorded and recovered from";
+    std::printf("[ faults   ] %s: %zu faults injected, %llu device resets\n", s.name.c_str(),
+                injected, static_cast<unsigned long long>(resets));
+    s.release();
     return called;
   }
 
-  // Fails call n of `entry` with `code` (allocations always with
-  // CUDA_ERROR_OUT_OF_MEMORY) and checks status, leaks and recovery.
-  void InjectOne(const Scenario& s, Entry entry, uint64_t n, uint64_t calls, CUresult code) {
-    if (IsAllocation(entry)) code = CUDA_ERROR_OUT_OF_MEMORY;
+  // Fails call n of `entry` with `result.code` and checks the status it must
+  // give, leaks and recovery.
+  void InjectOne(const Scenario& s, Entry entry, uint64_t n, uint64_t calls,
+                 const InjectedResult& result) {
+    const CUresult code = result.code;
     SCOPED_TRACE(::testing::Message() << NameOf(entry) << " call " << n << " of " << calls
-                                      << " fails with " << int(code));
+                                      << " fails with " << int(code) << " (must give "
+                                      << StatusName(result.expected) << ")");
     Levels levels_before = TrimAndReadLevels();
     s.reset();
     ResetCurrentContext();
@@ -273,14 +318,14 @@ class GraphFaultInjectionTest : public ::testing::Test {
                   NameOf(entry).c_str(), static_cast<unsigned long long>(n));
       EXPECT_VYRE_OK(status);
     } else if (status == VYRE_STATUS_OK) {
-      EXPECT_TRUE(IsAllocation(entry) || MayBeAbsorbed(entry) || s.also_absorbable.count(entry))
+      const bool retried = IsAllocation(entry) && code == CUDA_ERROR_OUT_OF_MEMORY;
+      EXPECT_TRUE(retried || MayBeAbsorbed(entry) || s.also_absorbable.count(entry))
           << "the failure was swallowed: the operation reported OK";
       EXPECT_TRUE(s.verify()) << "the operation reported OK but its results are wrong";
       if (LeavesDriverObjectBehind(entry)) absorbed_release_failure_ = true;
     } else {
-      const vyre_status expected = vyre::driver::StatusForCuResult(code);
-      EXPECT_TRUE(ExpectError(status, expected))
-          << "the driver's error maps to " << StatusName(expected);
+      if (LeavesDriverObjectBehind(entry)) absorbed_release_failure_ = true;
+      EXPECT_TRUE(ExpectError(status, result.expected));
       int32_t cu_result = 0;
       vyre_last_error(nullptr, &cu_result, nullptr, 0, nullptr);
       EXPECT_EQ(cu_result, int32_t(code))
@@ -289,10 +334,15 @@ class GraphFaultInjectionTest : public ::testing::Test {
       EXPECT_EQ(message.rfind("vyre_", 0), 0u)
           << "the message does not start with the function: " << message;
     }
-    ExpectSameLevels(levels_before, TrimAndReadLevels(), entry);
+    if (result.sticky) {
+      ReplaceFaultedContext(s);
+      if (HasFatalFailure()) return;
+    } else {
+      ExpectSameLevels(levels_before, TrimAndReadLevels(), entry);
+    }
 
-    // The context is still usable: the same operation (recording again where
-    // it records) succeeds with correct results.
+    // The context (or its fresh replacement) is usable: the same operation
+    // (recording again where it records) succeeds with correct results.
     s.reset();
     EXPECT_VYRE_OK(s.run()) << "the operation fails after the fault was cleared";
     EXPECT_TRUE(s.verify()) << "wrong results after the fault was cleared";
@@ -308,6 +358,7 @@ class GraphFaultInjectionTest : public ::testing::Test {
   vyre_context context_{0};
   fake_cuda_stats driver_before_{};
   bool absorbed_release_failure_ = false;
+  bool replacing_faulted_context_ = false;
 };
 
 // ---------------------------------------------------------------------------
@@ -360,7 +411,7 @@ std::vector<uint32_t> Download(vyre_buffer buffer, size_t count) {
 // (the graph without input copies), asynchronously with device timing, then
 // destroy it.
 TEST_F(GraphFaultInjectionTest, RecordReplayAndDestroyAHostGraph) {
-  vyre_program add = MakeProgram(context_, AddSpec());
+  vyre_program add{0};
   HostAdd host(700);
   uint32_t seed = 10;
   bool correct = true;
@@ -397,13 +448,15 @@ TEST_F(GraphFaultInjectionTest, RecordReplayAndDestroyAHostGraph) {
                      vyre_timing timing = VYRE_TIMING_INIT;
                      e.Ok(vyre_pending_timing(pending, &timing));
                    }
-                   e.Ok(vyre_pending_release(pending));
+                   e.Cleanup(vyre_pending_release(pending));
                  }
                }
-               e.Ok(vyre_graph_destroy(graph));
+               e.Cleanup(vyre_graph_destroy(graph));
                return e.Result();
              },
              [&] { return Flag(correct, "a replay's output differs from a + b"); }};
+  s.setup = [&] { add = MakeProgram(context_, AddSpec()); };
+  s.release = [&] { Released(vyre_program_destroy(add)); };
   std::set<Entry> called = Sweep(s);
   ExpectCovers(called,
                {Entry::k_cuStreamBeginCapture, Entry::k_cuStreamEndCapture,
@@ -415,20 +468,18 @@ TEST_F(GraphFaultInjectionTest, RecordReplayAndDestroyAHostGraph) {
                 Entry::k_cuMemHostAlloc, Entry::k_cuMemcpyHtoDAsync, Entry::k_cuMemcpyDtoHAsync,
                 Entry::k_cuMemsetD8Async, Entry::k_cuLaunchKernel, Entry::k_cuEventRecord,
                 Entry::k_cuStreamSynchronize});
-  EXPECT_VYRE_OK(vyre_program_destroy(add));
 }
 
 // Replays of one host graph recorded up front: new inputs, the same inputs,
 // and new parameter words (a staged upload in stream order).
 TEST_F(GraphFaultInjectionTest, ReplayAHostGraphWithNewInputsAndWords) {
-  vyre_program add = MakeProgram(context_, AddSpec());
+  vyre_program add{0};
   HostAdd host(500);
   DispatchSpec spec;
   spec.bindings = host.Bindings();
   spec.param_words = {uint32_t(host.n)};
   vyre_dispatch_desc record_desc = spec.Desc();
   vyre_graph graph{0};
-  ASSERT_VYRE_OK(vyre_graph_record(add, &record_desc, &graph));
   uint32_t seed = 100;
   bool correct = true;
   Scenario s{"host graph replays",
@@ -456,11 +507,17 @@ TEST_F(GraphFaultInjectionTest, ReplayAHostGraphWithNewInputsAndWords) {
                return e.Result();
              },
              [&] { return Flag(correct, "a replay's output differs from a + b"); }};
+  s.setup = [&] {
+    add = MakeProgram(context_, AddSpec());
+    ASSERT_VYRE_OK(vyre_graph_record(add, &record_desc, &graph));
+  };
+  s.release = [&] {
+    Released(vyre_graph_destroy(graph));
+    Released(vyre_program_destroy(add));
+  };
   std::set<Entry> called = Sweep(s);
   ExpectCovers(called, {Entry::k_cuGraphLaunch, Entry::k_cuStreamSynchronize,
                         Entry::k_cuMemcpyHtoDAsync});
-  EXPECT_VYRE_OK(vyre_graph_destroy(graph));
-  EXPECT_VYRE_OK(vyre_program_destroy(add));
 }
 
 // A resident graph rebound to another set of buffers at another element
@@ -468,23 +525,12 @@ TEST_F(GraphFaultInjectionTest, ReplayAHostGraphWithNewInputsAndWords) {
 TEST_F(GraphFaultInjectionTest, RebindAResidentGraph) {
   ProgramSpec one_thread = AddSpec();
   one_thread.workgroup[0] = 1;  // the grid is the element count
-  vyre_program add = MakeProgram(context_, one_thread);
+  vyre_program add{0};
   const size_t small = 300, large = 512;
   std::vector<uint32_t> sa = RandomNonZeroU32(small, 1), sb = RandomNonZeroU32(small, 2);
   std::vector<uint32_t> la = RandomNonZeroU32(large, 3), lb = RandomNonZeroU32(large, 4);
-  vyre_buffer bsa = MakeBuffer(context_, small * 4), bsb = MakeBuffer(context_, small * 4),
-              bso = MakeBuffer(context_, small * 4), bla = MakeBuffer(context_, large * 4),
-              blb = MakeBuffer(context_, large * 4), blo = MakeBuffer(context_, large * 4);
-  ASSERT_VYRE_OK(vyre_buffer_upload(bsa, 0, sa.data(), small * 4));
-  ASSERT_VYRE_OK(vyre_buffer_upload(bsb, 0, sb.data(), small * 4));
-  ASSERT_VYRE_OK(vyre_buffer_upload(bla, 0, la.data(), large * 4));
-  ASSERT_VYRE_OK(vyre_buffer_upload(blb, 0, lb.data(), large * 4));
-  DispatchSpec spec;
-  spec.bindings = {Resident(bsa), Resident(bsb), Resident(bso)};
-  spec.param_words = {UINT32_MAX};
-  vyre_dispatch_desc record_desc = spec.Desc();
+  vyre_buffer bsa{0}, bsb{0}, bso{0}, bla{0}, blb{0}, blo{0};
   vyre_graph graph{0};
-  ASSERT_VYRE_OK(vyre_graph_record(add, &record_desc, &graph));
   const std::vector<uint32_t> poison_large(large, kPoison), poison_small(small, kPoison);
   Scenario s{"resident graph rebinding",
              [&] {
@@ -506,7 +552,7 @@ TEST_F(GraphFaultInjectionTest, RebindAResidentGraph) {
                vyre_pending pending{0};
                if (!e.Ok(vyre_graph_replay_async(graph, nullptr, &pending))) return e.Result();
                e.Ok(vyre_pending_wait(pending, VYRE_WAIT_FOREVER));
-               e.Ok(vyre_pending_release(pending));
+               e.Cleanup(vyre_pending_release(pending));
                return e.Result();
              },
              [&]() -> ::testing::AssertionResult {
@@ -518,12 +564,28 @@ TEST_F(GraphFaultInjectionTest, RebindAResidentGraph) {
                }
                return ::testing::AssertionSuccess();
              }};
+  s.setup = [&] {
+    add = MakeProgram(context_, one_thread);
+    for (vyre_buffer* b : {&bsa, &bsb, &bso}) *b = MakeBuffer(context_, small * 4);
+    for (vyre_buffer* b : {&bla, &blb, &blo}) *b = MakeBuffer(context_, large * 4);
+    ASSERT_VYRE_OK(vyre_buffer_upload(bsa, 0, sa.data(), small * 4));
+    ASSERT_VYRE_OK(vyre_buffer_upload(bsb, 0, sb.data(), small * 4));
+    ASSERT_VYRE_OK(vyre_buffer_upload(bla, 0, la.data(), large * 4));
+    ASSERT_VYRE_OK(vyre_buffer_upload(blb, 0, lb.data(), large * 4));
+    DispatchSpec spec;
+    spec.bindings = {Resident(bsa), Resident(bsb), Resident(bso)};
+    spec.param_words = {UINT32_MAX};
+    vyre_dispatch_desc record_desc = spec.Desc();
+    ASSERT_VYRE_OK(vyre_graph_record(add, &record_desc, &graph));
+  };
+  s.release = [&] {
+    Released(vyre_graph_destroy(graph));
+    for (vyre_buffer b : {bsa, bsb, bso, bla, blb, blo}) Released(vyre_buffer_free(b));
+    Released(vyre_program_destroy(add));
+  };
   std::set<Entry> called = Sweep(s);
   ExpectCovers(called, {Entry::k_cuGraphExecKernelNodeSetParams,
                         Entry::k_cuGraphExecMemsetNodeSetParams, Entry::k_cuGraphLaunch});
-  EXPECT_VYRE_OK(vyre_graph_destroy(graph));
-  for (vyre_buffer b : {bsa, bsb, bso, bla, blb, blo}) EXPECT_VYRE_OK(vyre_buffer_free(b));
-  EXPECT_VYRE_OK(vyre_program_destroy(add));
 }
 
 // A kernel node update of a host graph (the full graph and its twin without
@@ -531,14 +593,13 @@ TEST_F(GraphFaultInjectionTest, RebindAResidentGraph) {
 TEST_F(GraphFaultInjectionTest, UpdateAKernelNodeThenReplay) {
   ProgramSpec one_thread = AddSpec();
   one_thread.workgroup[0] = 1;
-  vyre_program add = MakeProgram(context_, one_thread);
+  vyre_program add{0};
   HostAdd host(256);
   DispatchSpec spec;
   spec.bindings = host.Bindings();
   spec.param_words = {UINT32_MAX};
   vyre_dispatch_desc record_desc = spec.Desc();
   vyre_graph graph{0};
-  ASSERT_VYRE_OK(vyre_graph_record(add, &record_desc, &graph));
   uint32_t seed = 300;
   uint32_t grid = 0;  // the grid of the last successful update
   bool correct = true;
@@ -572,10 +633,16 @@ TEST_F(GraphFaultInjectionTest, UpdateAKernelNodeThenReplay) {
                return e.Result();
              },
              [&] { return Flag(correct, "a replay did not follow the updated grid"); }};
+  s.setup = [&] {
+    add = MakeProgram(context_, one_thread);
+    ASSERT_VYRE_OK(vyre_graph_record(add, &record_desc, &graph));
+  };
+  s.release = [&] {
+    Released(vyre_graph_destroy(graph));
+    Released(vyre_program_destroy(add));
+  };
   std::set<Entry> called = Sweep(s);
   ExpectCovers(called, {Entry::k_cuGraphExecKernelNodeSetParams, Entry::k_cuGraphLaunch});
-  EXPECT_VYRE_OK(vyre_graph_destroy(graph));
-  EXPECT_VYRE_OK(vyre_program_destroy(add));
 }
 
 // A sequence of every step kind with a repeated block: create, run eagerly,
@@ -583,16 +650,19 @@ TEST_F(GraphFaultInjectionTest, UpdateAKernelNodeThenReplay) {
 struct MixedSequence {
   static constexpr uint32_t n = 128;
   static constexpr uint64_t bytes = n * 4;
-  MixedSequence(vyre_context context) {
+  MixedSequence() { Fresh(1); }
+  // Makes the programs and buffers on `context` (again after a fault).
+  void Make(vyre_context context) {
     add = MakeProgram(context, AddSpec());
     inc = MakeProgram(context, IncSpec());
     for (vyre_buffer* b : {&x, &y, &z, &w}) *b = MakeBuffer(context, bytes);
-    Fresh(1);
   }
-  ~MixedSequence() {
-    for (vyre_buffer b : {x, y, z, w}) EXPECT_VYRE_OK(vyre_buffer_free(b));
-    EXPECT_VYRE_OK(vyre_program_destroy(add));
-    EXPECT_VYRE_OK(vyre_program_destroy(inc));
+  // Frees them; `released` judges each status.
+  template <typename Released>
+  void Release(Released released) {
+    for (vyre_buffer b : {x, y, z, w}) released(vyre_buffer_free(b));
+    released(vyre_program_destroy(add));
+    released(vyre_program_destroy(inc));
   }
   void Fresh(uint32_t seed) {
     hx = RandomNonZeroU32(n, seed);
@@ -687,7 +757,7 @@ struct MixedSequence {
 };
 
 TEST_F(GraphFaultInjectionTest, SequenceCreateRunRecordReplayDestroy) {
-  MixedSequence seq(context_);
+  MixedSequence seq;
   uint32_t seed = 500;
   bool correct = true;
   Scenario s{"sequence: create, run, record, replay x2, destroy",
@@ -715,14 +785,16 @@ TEST_F(GraphFaultInjectionTest, SequenceCreateRunRecordReplayDestroy) {
                    if (e.Ok(vyre_pending_wait(pending, VYRE_WAIT_FOREVER))) {
                      correct = correct && seq.Correct();
                    }
-                   e.Ok(vyre_pending_release(pending));
+                   e.Cleanup(vyre_pending_release(pending));
                  }
-                 e.Ok(vyre_graph_destroy(graph));
+                 e.Cleanup(vyre_graph_destroy(graph));
                }
-               e.Ok(vyre_sequence_destroy(sequence));
+               e.Cleanup(vyre_sequence_destroy(sequence));
                return e.Result();
              },
              [&] { return Flag(correct, "a run's downloads differ from the CPU model"); }};
+  s.setup = [&] { seq.Make(context_); };
+  s.release = [&] { seq.Release([&](vyre_status status) { Released(status); }); };
   std::set<Entry> called = Sweep(s);
   ExpectCovers(called,
                {Entry::k_cuMemcpyDtoDAsync, Entry::k_cuMemsetD8Async, Entry::k_cuMemcpyHtoDAsync,
@@ -737,12 +809,9 @@ TEST_F(GraphFaultInjectionTest, SequenceCreateRunRecordReplayDestroy) {
 
 // Replays of a sequence graph recorded up front.
 TEST_F(GraphFaultInjectionTest, ReplayASequenceGraph) {
-  MixedSequence seq(context_);
-  vyre_sequence_desc desc = seq.Desc();
+  MixedSequence seq;
   vyre_sequence sequence{0};
-  ASSERT_VYRE_OK(vyre_sequence_create(context_, &desc, &sequence));
   vyre_graph graph{0};
-  ASSERT_VYRE_OK(vyre_sequence_record(sequence, &graph));
   uint32_t seed = 900;
   bool correct = true;
   Scenario s{"sequence graph replays",
@@ -770,21 +839,34 @@ TEST_F(GraphFaultInjectionTest, ReplayASequenceGraph) {
                    e.Ok(vyre_pending_wait(pending, VYRE_WAIT_FOREVER))) {
                  correct = correct && seq.Correct();
                }
-               e.Ok(vyre_pending_release(pending));
+               e.Cleanup(vyre_pending_release(pending));
+               if (e.failed()) return e.Result();
                // Eager runs share nothing with the graph.
                if (e.Ok(vyre_sequence_run(sequence, nullptr))) correct = correct && seq.Correct();
                return e.Result();
              },
              [&] { return Flag(correct, "a replay's downloads differ from the CPU model"); }};
+  s.setup = [&] {
+    seq.Make(context_);
+    vyre_sequence_desc desc = seq.Desc();
+    ASSERT_VYRE_OK(vyre_sequence_create(context_, &desc, &sequence));
+    ASSERT_VYRE_OK(vyre_sequence_record(sequence, &graph));
+  };
+  s.release = [&] {
+    Released(vyre_graph_destroy(graph));
+    Released(vyre_sequence_destroy(sequence));
+    seq.Release([&](vyre_status status) { Released(status); });
+  };
   std::set<Entry> called = Sweep(s);
   ExpectCovers(called, {Entry::k_cuGraphLaunch, Entry::k_cuEventRecord, Entry::k_cuEventQuery,
                         Entry::k_cuStreamSynchronize});
-  EXPECT_VYRE_OK(vyre_graph_destroy(graph));
-  EXPECT_VYRE_OK(vyre_sequence_destroy(sequence));
 }
 
-// A few CUresults other than CUDA_ERROR_UNKNOWN map to their own statuses.
-// (Sticky ones, which fault the context, are StickyDriverErrorsFaultTheContext.)
+// CUresults map to their own statuses at the graph calls too, each written
+// out here: a limit, memory, the environment (stub library, driver/kernel
+// module mismatch, an unavailable device, a call needing a newer driver), a
+// capture conflict with code outside the library. (Sticky ones, which fault
+// the context, are StickyDriverErrorsFaultTheContext and the sweeps.)
 TEST_F(GraphFaultInjectionTest, DriverErrorsMapToTheirStatuses) {
   vyre_program add = MakeProgram(context_, AddSpec());
   HostAdd host(64);
@@ -809,6 +891,15 @@ TEST_F(GraphFaultInjectionTest, DriverErrorsMapToTheirStatuses) {
        true},
       {Entry::k_cuStreamBeginCapture, CUDA_ERROR_INVALID_VALUE, VYRE_STATUS_DRIVER_ERROR, true},
       {Entry::k_cuGraphUpload, CUDA_ERROR_OUT_OF_MEMORY, VYRE_STATUS_OUT_OF_MEMORY, true},
+      {Entry::k_cuGraphLaunch, CUDA_ERROR_STUB_LIBRARY, VYRE_STATUS_NO_DRIVER, false},
+      {Entry::k_cuGraphLaunch, CUDA_ERROR_SYSTEM_DRIVER_MISMATCH, VYRE_STATUS_NO_DRIVER, false},
+      {Entry::k_cuGraphLaunch, CUDA_ERROR_DEVICE_UNAVAILABLE, VYRE_STATUS_NO_DEVICE, false},
+      {Entry::k_cuGraphInstantiateWithFlags, CUDA_ERROR_CALL_REQUIRES_NEWER_DRIVER,
+       VYRE_STATUS_DRIVER_TOO_OLD, true},
+      {Entry::k_cuStreamEndCapture, CUDA_ERROR_STREAM_CAPTURE_IMPLICIT,
+       VYRE_STATUS_DRIVER_ERROR, true},
+      {Entry::k_cuGraphLaunch, CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE,
+       VYRE_STATUS_LIMIT_EXCEEDED, false},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(::testing::Message() << NameOf(c.entry) << " -> " << int(c.code));
@@ -848,9 +939,9 @@ TEST_F(GraphFaultInjectionTest, DriverErrorsMapToTheirStatuses) {
 
 // A sticky CUresult from a replay (the graph's kernel faulted) is a device
 // fault: the replay and every later replay on the context answer
-// DEVICE_FAULT with a Fix, releases still work, and after the context is
-// destroyed (the library then resets the device) a new context records and
-// replays correctly. (The injected error is not sticky in the fake, so this
+// DEVICE_FAULT with a Fix, releases release and report the fault, and after
+// the context is destroyed (the library then resets the device) a new
+// context records and replays correctly. (The injected error is not sticky in the fake, so this
 // checks the engine's own bookkeeping; tests/unit/device_fault_test.cc runs
 // the fake's sticky model.)
 TEST_F(GraphFaultInjectionTest, StickyDriverErrorsFaultTheContext) {
@@ -900,10 +991,22 @@ TEST_F(GraphFaultInjectionTest, StickyDriverErrorsFaultTheContext) {
     EXPECT_TRUE(ExpectError(vyre_graph_record(add, &desc, &other), VYRE_STATUS_DEVICE_FAULT));
     EXPECT_EQ(other.bits, 0u);
 
-    // Releases work; the last context's destruction resets the device.
-    EXPECT_VYRE_OK(vyre_graph_destroy(graph));
-    EXPECT_VYRE_OK(vyre_program_destroy(add));
-    EXPECT_VYRE_OK(vyre_context_destroy(context_));
+    // Releases release, then report the fault; the last context's
+    // destruction resets the device, and says so in its Fix.
+    EXPECT_TRUE(ExpectError(vyre_graph_destroy(graph), VYRE_STATUS_DEVICE_FAULT));
+    EXPECT_NE(LastErrorMessage().find("vyre_graph_destroy: the graph is destroyed, but device 0 "
+                                      "faulted"),
+              std::string::npos)
+        << LastErrorMessage();
+    EXPECT_TRUE(ExpectError(vyre_program_destroy(add), VYRE_STATUS_DEVICE_FAULT));
+    EXPECT_TRUE(ExpectError(vyre_graph_destroy(graph), VYRE_STATUS_STALE_HANDLE));
+    EXPECT_TRUE(ExpectError(vyre_context_destroy(context_), VYRE_STATUS_DEVICE_FAULT));
+    EXPECT_NE(LastErrorMessage().find("this was the last vyre context on device 0, so the "
+                                      "library reset it"),
+              std::string::npos)
+        << LastErrorMessage();
+    vyre_last_error(nullptr, &cu_result, nullptr, 0, nullptr);
+    EXPECT_EQ(cu_result, int32_t(c.code));
     context_ = vyre_context{0};
     // The reset destroyed every object of the fake device, including those
     // earlier tests left behind on purpose (absorbed release failures): the
