@@ -246,8 +246,12 @@ absl::StatusOr<CUcontext> RetainPrimaryContext(CUdevice device, int ordinal, con
         return MakeError(
             VYRE_STATUS_DEVICE_FAULT,
             absl::StrFormat("%s: cuDevicePrimaryCtxRetain still returned %s after the library "
-                            "reset %s's primary context. Fix: restart the process and check "
-                            "the device (nvidia-smi, Xid errors in the kernel log).",
+                            "reset %s's primary context: the driver keeps this fault for the "
+                            "life of the process (driver 580 refuses every new context, primary "
+                            "or not, after a kernel fault). Fix: restart the process (a service "
+                            "that must outlive faulting kernels runs its GPU work in a child "
+                            "process) and check the device (nvidia-smi, Xid errors in the "
+                            "kernel log).",
                             what, Described(again), DeviceName(ordinal)),
             static_cast<int32_t>(again));
       }

@@ -2,6 +2,7 @@
 
 #include <cuda.h>
 
+#include <cstring>
 #include <utility>
 
 #include "absl/strings/str_format.h"
@@ -41,9 +42,23 @@ void FreeDeviceBytes(uint64_t address, uint64_t bytes, Telemetry* t) {
   t->device_bytes_live.Sub(bytes);
 }
 
+// cuMemHostAlloc sub-allocates small requests from pinned pools (512-byte
+// aligned on driver 580), but vyre_host_alloc promises 4 KiB: ask for a
+// page and a word more, hand out the first page boundary at least a word
+// past the driver's address, and keep that address in the word before it,
+// for the free.
+constexpr uint64_t kPinnedAlignment = 4096;
+constexpr uint64_t kPinnedSlack = kPinnedAlignment + sizeof(uint64_t);
+
 absl::StatusOr<uint64_t> AllocatePinnedBytes(uint64_t bytes, const char* what, Telemetry* t) {
+  if (bytes > UINT64_MAX - kPinnedSlack) {
+    return MakeError(VYRE_STATUS_LIMIT_EXCEEDED,
+                     absl::StrFormat("%s: %u pinned host bytes do not fit in the address space. "
+                                     "Fix: allocate fewer bytes.",
+                                     what, bytes));
+  }
   void* ptr = nullptr;
-  CUresult r = driver::Api().cuMemHostAlloc(&ptr, bytes, CU_MEMHOSTALLOC_PORTABLE);
+  CUresult r = driver::Api().cuMemHostAlloc(&ptr, bytes + kPinnedSlack, CU_MEMHOSTALLOC_PORTABLE);
   if (r == CUDA_ERROR_OUT_OF_MEMORY) {
     return MakeError(
         VYRE_STATUS_OUT_OF_MEMORY,
@@ -59,11 +74,16 @@ absl::StatusOr<uint64_t> AllocatePinnedBytes(uint64_t bytes, const char* what, T
                            "cuMemHostAlloc");
   }
   t->pinned_bytes_live.Add(bytes);
-  return reinterpret_cast<uint64_t>(ptr);
+  const uint64_t base = reinterpret_cast<uint64_t>(ptr);
+  const uint64_t aligned = (base + sizeof(uint64_t) + kPinnedAlignment - 1) & ~(kPinnedAlignment - 1);
+  std::memcpy(reinterpret_cast<void*>(aligned - sizeof(uint64_t)), &base, sizeof(base));
+  return aligned;
 }
 
 void FreePinnedBytes(uint64_t address, uint64_t bytes, Telemetry* t) {
-  driver::PinnedMemoryGuard release(reinterpret_cast<void*>(address));
+  uint64_t base = 0;
+  std::memcpy(&base, reinterpret_cast<const void*>(address - sizeof(uint64_t)), sizeof(base));
+  driver::PinnedMemoryGuard release(reinterpret_cast<void*>(base));
   t->pinned_bytes_live.Sub(bytes);
 }
 

@@ -15,6 +15,8 @@ namespace vyre {
 // The caller has made the owning context current.
 absl::StatusOr<uint64_t> AllocateDeviceBytes(uint64_t bytes, const char* what, Telemetry* t);
 void FreeDeviceBytes(uint64_t address, uint64_t bytes, Telemetry* t);
+// Page-locked host bytes starting on a 4 KiB boundary (whatever the
+// driver's pools hand out); free them with FreePinnedBytes only.
 absl::StatusOr<uint64_t> AllocatePinnedBytes(uint64_t bytes, const char* what, Telemetry* t);
 void FreePinnedBytes(uint64_t address, uint64_t bytes, Telemetry* t);
 

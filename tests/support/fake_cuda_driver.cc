@@ -226,6 +226,11 @@ struct FakeEvent {
   std::chrono::steady_clock::time_point time;
 };
 
+// cuMemHostAlloc's addresses sit this far past a page boundary, like driver
+// 580's, which sub-allocates small requests from pinned pools (512-byte
+// aligned); pinned_allocations keys hold those addresses.
+constexpr size_t kPinnedPoolOffset = 512;
+
 struct State {
   std::mutex mu;
   std::condition_variable hold_changed;
@@ -652,7 +657,9 @@ CUresult fake_cuDevicePrimaryCtxReset(CUdevice dev) {
   reclaimed += s.device_allocations.size();
   s.device_allocations.clear();
   s.device_bytes = 0;
-  for (auto& [base, bytes] : s.pinned_allocations) std::free(reinterpret_cast<void*>(base));
+  for (auto& [base, bytes] : s.pinned_allocations) {
+    std::free(reinterpret_cast<unsigned char*>(base) - kPinnedPoolOffset);
+  }
   reclaimed += s.pinned_allocations.size();
   s.pinned_allocations.clear();
   s.pinned_bytes = 0;
@@ -779,8 +786,10 @@ CUresult fake_cuMemHostAlloc(void** ptr, size_t bytes, unsigned int flags) {
   if (CUresult r = RejectUnsafeDuringCapture("cuMemHostAlloc")) return r;
   if (ptr == nullptr) return Misuse(CUDA_ERROR_INVALID_VALUE, "cuMemHostAlloc: NULL pp");
   if (bytes == 0) return Misuse(CUDA_ERROR_INVALID_VALUE, "cuMemHostAlloc of 0 bytes");
-  void* memory = nullptr;
-  if (posix_memalign(&memory, 4096, bytes) != 0) return CUDA_ERROR_OUT_OF_MEMORY;
+  if (bytes > SIZE_MAX - kPinnedPoolOffset) return CUDA_ERROR_OUT_OF_MEMORY;
+  void* block = nullptr;
+  if (posix_memalign(&block, 4096, bytes + kPinnedPoolOffset) != 0) return CUDA_ERROR_OUT_OF_MEMORY;
+  unsigned char* memory = static_cast<unsigned char*>(block) + kPinnedPoolOffset;
   std::memset(memory, kFreshMemoryPattern, bytes);
   S().pinned_allocations[reinterpret_cast<uintptr_t>(memory)] = bytes;
   S().pinned_bytes += bytes;
@@ -800,7 +809,7 @@ CUresult fake_cuMemFreeHost(void* ptr) {
                   ptr);
   }
   s.pinned_bytes -= it->second;
-  std::free(ptr);
+  std::free(static_cast<unsigned char*>(ptr) - kPinnedPoolOffset);
   s.pinned_allocations.erase(it);
   return CUDA_SUCCESS;
 }

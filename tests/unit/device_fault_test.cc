@@ -636,6 +636,34 @@ TEST_F(DeviceFaultTest, ACreateRecoversFromAFaultNoContextSaw) {
   ExpectNothingLeft();
 }
 
+// Driver 580 keeps a kernel fault for the life of the process: after the
+// reset, cuDevicePrimaryCtxRetain (and cuCtxCreate) still answer the sticky
+// error. The create says so, with the driver's CUresult and a Fix that says
+// to restart the process, and leaks no retain; once the driver lets go, the
+// next create works.
+TEST_F(DeviceFaultTest, AFaultTheDriverKeepsForTheProcessSaysRestart) {
+  const uint64_t reset_calls = faults::CallCount(Entry::k_cuDevicePrimaryCtxReset);
+  faults::FailNthCall(Entry::k_cuDevicePrimaryCtxRetain, 1, CUDA_ERROR_ILLEGAL_ADDRESS, 2);
+  vyre_context_desc desc = VYRE_CONTEXT_DESC_INIT;
+  vyre_context refused{0};
+  const vyre_status status = vyre_context_create(&desc, &refused);
+  EXPECT_TRUE(ExpectError(status, VYRE_STATUS_DEVICE_FAULT));
+  const LastError e = ReadLastError();
+  EXPECT_EQ(e.cu_result, int32_t(CUDA_ERROR_ILLEGAL_ADDRESS));
+  const std::string first_line = e.message.substr(0, e.message.find('\n'));
+  EXPECT_TRUE(Contains(first_line, "cuDevicePrimaryCtxRetain still returned "
+                                   "CUDA_ERROR_ILLEGAL_ADDRESS"))
+      << e.message;
+  EXPECT_TRUE(Contains(first_line, "for the life of the process")) << e.message;
+  EXPECT_TRUE(Contains(first_line, "Fix: restart the process")) << e.message;
+  EXPECT_EQ(refused.bits, 0u);
+  EXPECT_EQ(faults::CallCount(Entry::k_cuDevicePrimaryCtxReset), reset_calls + 1);
+  EXPECT_EQ(FakeCuda::Stats().primary_context_retains, 0);
+  faults::ClearFaults();
+  ExpectWorkingContext(71);
+  ExpectNothingLeft();
+}
+
 // The retain of a new context meets a sticky error while a context of ours
 // lives: the fault is recorded for the device (the live context now answers
 // DEVICE_FAULT), nothing is retained, and destroying the live context resets.
