@@ -90,13 +90,15 @@ absl::StatusOr<EgraphScratchLayout> LayOutScratch(uint64_t rows, uint64_t classe
   EgraphScratchLayout l;
   // Four slots per row keep the table at most a quarter full after a full
   // round; later rounds add their changed rows, and a table over half full
-  // is cleared by a full round (see congruence.cu).
+  // is cleared by a full round (see congruence.cu). Table entries are u64
+  // ((hash << 32) | row); a row record is 16 bytes.
   l.table_slots = std::max<uint64_t>(*NextPowerOfTwo(std::max<uint64_t>(rows, 1) * 4), 1024);
   l.hooked_words = std::max<uint64_t>((classes + 31) / 32, 1);
   uint64_t cursor = 0;
-  const bool ok = Place(&cursor, rows * 4, &l.hash) && Place(&cursor, rows * 4, &l.worklist) &&
+  const bool ok = Place(&cursor, rows * 4, &l.hash) && Place(&cursor, (rows + 31) / 32 * 4, &l.dirty_rows) &&
                   Place(&cursor, rows * 4, &l.slot_of) &&
-                  Place(&cursor, l.table_slots * 4, &l.table) &&
+                  Place(&cursor, l.table_slots * 8, &l.table) &&
+                  Place(&cursor, rows * 16, &l.records) &&
                   Place(&cursor, sizeof(VyreEgCounters), &l.counters) &&
                   Place(&cursor, l.hooked_words * 2 * 4, &l.hooked);
   if (!ok) return LayoutOverflow(what);
@@ -181,6 +183,7 @@ absl::Status EgraphImage::LoadKernels(const char* what) {
       {&kernels_.clear_table, "vyre_eg_clear_table"},   {&kernels_.refresh, "vyre_eg_refresh"},
       {&kernels_.insert, "vyre_eg_insert"},             {&kernels_.round_end, "vyre_eg_round_end"},
       {&kernels_.pass_group, "vyre_eg_pass_group"},     {&kernels_.pass_emit, "vyre_eg_pass_emit"},
+      {&kernels_.pack_rows, "vyre_eg_pack_rows"},
   };
   for (const auto& e : entries) {
     VYRE_CU(what, cuModuleGetFunction, e.slot, module_->get(), e.name);
@@ -217,9 +220,10 @@ absl::Status EgraphImage::CreateOnDevice(const vyre_egraph_image_desc& desc, con
   args_.parent = base + layout_.parent;
   args_.canon = base + layout_.canon;
   args_.hash = scratch + scratch_layout_.hash;
-  args_.worklist = scratch + scratch_layout_.worklist;
+  args_.dirty_rows = scratch + scratch_layout_.dirty_rows;
   args_.slot_of = scratch + scratch_layout_.slot_of;
   args_.table = scratch + scratch_layout_.table;
+  args_.records = scratch + scratch_layout_.records;
   args_.counters = scratch + scratch_layout_.counters;
   args_.hooked = scratch + scratch_layout_.hooked;
   args_.hooked_words = static_cast<uint32_t>(scratch_layout_.hooked_words);
@@ -251,6 +255,7 @@ absl::Status EgraphImage::CreateOnDevice(const vyre_egraph_image_desc& desc, con
     status = Launch(kernels_.signatures, rows_, args_, what);
   }
   if (status.ok()) status = Launch(kernels_.init_parent, classes_, args_, what);
+  if (status.ok()) status = EnsureRowRecords(what);
   // Wait even after a failed enqueue: the uploads read the caller's memory.
   CUresult synced = driver::Api().cuStreamSynchronize(stream);
   ctx.telemetry().sync_points.Add();
@@ -278,6 +283,13 @@ absl::Status EgraphImage::Launch(CUfunction kernel, uint64_t items, const VyreEg
   VYRE_CU(what, cuLaunchKernel, kernel, blocks, 1, 1, kBlockThreads, 1, 1, 0, context_->stream(),
           params, nullptr);
   context_->telemetry().kernel_launches.Add();
+  return absl::OkStatus();
+}
+
+absl::Status EgraphImage::EnsureRowRecords(const char* what) {
+  if (!records_stale_) return absl::OkStatus();
+  VYRE_RETURN_IF_ERROR(Launch(kernels_.pack_rows, rows_, args_, what));
+  records_stale_ = false;
   return absl::OkStatus();
 }
 
@@ -448,6 +460,10 @@ absl::Status EgraphImage::Write(uint32_t column, uint64_t first, uint64_t count,
     std::copy(src, src + count, HostColumn(column)->begin() + first);
     return absl::OkStatus();
   }
+  if (column == VYRE_EGRAPH_COLUMN_ROW_CLASSES || column == VYRE_EGRAPH_COLUMN_ROW_OPS ||
+      column == VYRE_EGRAPH_COLUMN_CHILD_OFFSETS || column == VYRE_EGRAPH_COLUMN_CHILD_LENGTHS) {
+    records_stale_ = true;  // set before the copy: a failed copy may have landed in part
+  }
   VYRE_CU(what, cuMemcpyHtoDAsync, slab_.device() + ColumnOffset(column) + first * 4, src,
           count * 4, ctx->stream());
   ctx->telemetry().h2d_operations.Add();
@@ -536,8 +552,10 @@ absl::Status EgraphImage::Pass(uint32_t* pairs, uint64_t capacity, uint64_t* out
     VyreEgCounters init{};
     init.full = 1;
     VYRE_RETURN_IF_ERROR(ResetCounters(init, what));
+    VYRE_RETURN_IF_ERROR(EnsureRowRecords(what));
     VYRE_RETURN_IF_ERROR(Launch(kernels_.refresh, rows_, args_, what));
-    VYRE_CU(what, cuMemsetD32Async, args_.table, 0xFFFFFFFFu, scratch_layout_.table_slots, stream);
+    VYRE_CU(what, cuMemsetD32Async, args_.table, 0xFFFFFFFFu, scratch_layout_.table_slots * 2,
+            stream);
     if (rows_ > 0) VYRE_CU(what, cuMemsetD32Async, args_.group_min, 0xFFFFFFFFu, rows_, stream);
     ctx.telemetry().memset_operations.Add(2);
     VYRE_RETURN_IF_ERROR(Launch(kernels_.pass_group, rows_, args_, what));

@@ -30,10 +30,11 @@ struct EgraphLayout {
   uint64_t bytes = 0;
 };
 
-// Spans of the scratch slab: row hashes and the worklist ("bucket rows"),
-// the group table ("bucket words") and the 64-byte counter block.
+// Spans of the scratch slab: row hashes, the dirty-row bitset and each row's
+// table slot ("bucket rows"), the group table ("bucket words"), the row
+// records, the 64-byte counter block and the two linked-root bitsets.
 struct EgraphScratchLayout {
-  uint64_t hash = 0, worklist = 0, slot_of = 0, table = 0, counters = 0, hooked = 0;
+  uint64_t hash = 0, dirty_rows = 0, slot_of = 0, table = 0, records = 0, counters = 0, hooked = 0;
   uint64_t table_slots = 0, hooked_words = 0;
   uint64_t bytes = 0;
 };
@@ -79,6 +80,9 @@ class EgraphImage {
   absl::Status CreateOnDevice(const vyre_egraph_image_desc& desc, const char* what);
   absl::Status LoadKernels(const char* what);
   absl::Status EnsurePassScratch(uint64_t pairs, const char* what);
+  // Enqueues the packing of the row records when a column they copy
+  // changed since the last packing (the stream orders it before the work).
+  absl::Status EnsureRowRecords(const char* what);
   // Launches `kernel` over `items` with the image's arguments.
   absl::Status Launch(CUfunction kernel, uint64_t items, const VyreEgArgs& args,
                       const char* what) const;
@@ -115,12 +119,14 @@ class EgraphImage {
     CUfunction relink = nullptr;
     CUfunction signatures = nullptr, clear_table = nullptr, refresh = nullptr, insert = nullptr;
     CUfunction round_end = nullptr, pass_group = nullptr, pass_emit = nullptr;
+    CUfunction pack_rows = nullptr;
   } kernels_;
   uint32_t max_blocks_ = 1;
 
   std::mutex mu_;  // serialises calls on the image
   bool busy_ = false;
   bool counted_ = false;
+  bool records_stale_ = true;  // a column of the row records changed since they were packed
 };
 
 }  // namespace vyre

@@ -182,6 +182,7 @@ absl::Status EgraphRebuild::StartOnDevice(const vyre_egraph_rebuild_desc& desc, 
   VYRE_RETURN_IF_ERROR(im.ResetCounters(init, what));
 
   im.args_.weak_hash = (desc.flags & VYRE_EGRAPH_REBUILD_COLLIDING_HASH) ? 1u : 0u;
+  VYRE_RETURN_IF_ERROR(im.EnsureRowRecords(what));
   if (desc.flags & VYRE_EGRAPH_REBUILD_RESET) {
     VYRE_RETURN_IF_ERROR(im.Launch(im.kernels_.init_parent, im.classes_, im.args_, what));
   }

@@ -2,21 +2,25 @@
 //
 // Rows are grouped in an open-addressing table keyed by a hash of their
 // canonical form (op, arity, canonical class of each child). A table slot
-// holds a row index; a row looking for its group compares op, arity and
-// every canonical child with the slot's row, so a hash collision only costs a
-// probe. Entries are never removed within a rebuild: a row whose canonical
-// form changed is inserted again under its new hash, and its old entry is
-// still compared by the row's current form, so a stale entry can neither
-// merge wrongly nor hide a group.
+// holds the row's hash and index in one u64, so a probe past another form
+// costs no second load; a row whose hash matches compares op, arity and every
+// canonical child with the slot's row, so a hash collision only costs a
+// probe. Each row's op, arity, child offset and class sit together in one
+// 16-byte record (packed from the columns), so that comparison reads one
+// record per row instead of four scattered columns: these kernels are bound
+// by random loads, not by bytes. A row whose canonical form changed is
+// inserted again under its new hash, and its old entry becomes a tombstone.
 //
 // Union-find: parent[x] <= x always; a root is linked under a smaller root
 // with atomicCAS, so the representative of a class is its minimum id, links
 // only ever point down, and concurrent finds terminate.
 //
 // A rebuild is a sequence of rounds, each four launches (clear, refresh,
-// insert, compress) and a one-thread round end, enqueued in batches without
+// insert, relink) and a one-thread round end, enqueued in batches without
 // host round trips: once a round merges nothing, `done` is set and every
-// later kernel of the batch returns at once.
+// later kernel of the batch returns at once. After the first (full) round,
+// refresh revisits only rows with a child whose root was linked, and marks
+// them in a bitset that insert deals out to its warps.
 #include "egraph_args.h"
 
 typedef unsigned int u32;
@@ -28,6 +32,19 @@ constexpr u32 kEmpty = 0xFFFFFFFFu;
 // A slot whose row changed form: occupied for probing, never a group.
 constexpr u32 kTombstone = 0xFFFFFFFEu;
 constexpr u64 kEmptyPair = 0xFFFFFFFFFFFFFFFFull;
+// Table entries: (hash << 32) | row. Rows are below 2^30, so neither
+// constant is ever a row's entry.
+constexpr u64 kEmptyEntry = 0xFFFFFFFFFFFFFFFFull;
+constexpr u64 kTombstoneEntry = 0xFFFFFFFF00000000ull | kTombstone;
+
+__device__ __forceinline__ u64 Entry(u32 hash, u32 row) {
+  return (static_cast<u64>(hash) << 32) | row;
+}
+__device__ __forceinline__ u32 EntryRow(u64 e) { return static_cast<u32>(e); }
+__device__ __forceinline__ u32 EntryHash(u64 e) { return static_cast<u32>(e >> 32); }
+
+// A row record: x = op, y = arity, z = first child's offset, w = class.
+typedef uint4 RowRecord;
 
 template <typename T>
 __device__ __forceinline__ T* Ptr(u64 address) {
@@ -44,6 +61,10 @@ __device__ __forceinline__ bool Done(const VyreEgArgs& a) {
 
 __device__ __forceinline__ u32 LoadVolatile(const u32* p) {
   return *reinterpret_cast<const volatile u32*>(p);
+}
+
+__device__ __forceinline__ u64 LoadVolatile(const u64* p) {
+  return *reinterpret_cast<const volatile u64*>(p);
 }
 
 __device__ __forceinline__ u32 Find(u32* parent, u32 x) {
@@ -129,20 +150,44 @@ __device__ u32 HashRow(u32 op, u32 len, const u32* kids, bool weak) {
 }
 
 // Same op, arity and canonical children.
-__device__ __forceinline__ bool SameForm(const VyreEgArgs& a, u32 x, u32 y) {
-  const u32* ops = Ptr<const u32>(a.row_ops);
-  const u32* lens = Ptr<const u32>(a.child_lengths);
-  if (ops[x] != ops[y]) return false;
-  const u32 len = lens[x];
-  if (lens[y] != len) return false;
-  const u32* offs = Ptr<const u32>(a.child_offsets);
-  const u32* canon = Ptr<const u32>(a.canon);
-  const u32* cx = canon + offs[x];
-  const u32* cy = canon + offs[y];
-  for (u32 i = 0; i < len; ++i) {
+__device__ __forceinline__ bool SameForm(const u32* canon, const RowRecord& x,
+                                         const RowRecord& y) {
+  if (x.x != y.x || x.y != y.y) return false;
+  const u32* cx = canon + x.z;
+  const u32* cy = canon + y.z;
+  for (u32 i = 0; i < x.y; ++i) {
     if (cx[i] != cy[i]) return false;
   }
   return true;
+}
+
+// Where a row with hash `h` finds its group: the slot of an entry of equal
+// hash and form (*placed false), or the empty slot it claimed for `row`
+// (*placed true); kEmpty when a probe ran the whole table. Tombstones and
+// `row`'s own entry are passed over.
+__device__ __forceinline__ u32 FindOrPlace(u64* table, u32 mask, const RowRecord* records,
+                                           const u32* canon, u32 row, u32 h,
+                                           const RowRecord& mine, bool* placed, u32* other_row) {
+  u32 slot = h & mask;
+  for (u32 probe = 0; probe <= mask; ++probe, slot = (slot + 1u) & mask) {
+    u64 e = LoadVolatile(table + slot);
+    if (e == kEmptyEntry) {
+      e = atomicCAS(table + slot, kEmptyEntry, Entry(h, row));
+      if (e == kEmptyEntry) {
+        *placed = true;
+        *other_row = row;
+        return slot;
+      }
+    }
+    const u32 other = EntryRow(e);
+    if (other == kTombstone || other == row || EntryHash(e) != h) continue;
+    if (SameForm(canon, mine, records[other])) {
+      *placed = false;
+      *other_row = other;
+      return slot;
+    }
+  }
+  return kEmpty;
 }
 
 __device__ __forceinline__ u32 GlobalIndex() { return blockIdx.x * blockDim.x + threadIdx.x; }
@@ -159,6 +204,18 @@ constexpr u32 kBlockThreads = 256;
 constexpr u32 kBlockWarps = kBlockThreads / 32;
 
 }  // namespace
+
+// The row records, from the columns (after an upload or a column write).
+extern "C" __global__ void vyre_eg_pack_rows(VyreEgArgs a) {
+  const u32* ops = Ptr<const u32>(a.row_ops);
+  const u32* lens = Ptr<const u32>(a.child_lengths);
+  const u32* offs = Ptr<const u32>(a.child_offsets);
+  const u32* classes = Ptr<const u32>(a.row_classes);
+  RowRecord* records = Ptr<RowRecord>(a.records);
+  for (u32 r = GlobalIndex(); r < a.rows; r += GridStride()) {
+    records[r] = make_uint4(ops[r], lens[r], offs[r], classes[r]);
+  }
+}
 
 // parent[x] = x.
 extern "C" __global__ void vyre_eg_init_parent(VyreEgArgs a) {
@@ -215,26 +272,28 @@ extern "C" __global__ void vyre_eg_signatures(VyreEgArgs a) {
 // At the start of a full round: empties the table.
 extern "C" __global__ void vyre_eg_clear_table(VyreEgArgs a) {
   if (Done(a) || Counters(a)->full == 0) return;
-  u32* table = Ptr<u32>(a.table);
-  const u32 slots = a.table_mask + 1u;
-  for (u32 i = GlobalIndex(); i < slots; i += GridStride()) table[i] = kEmpty;
+  u64* table = Ptr<u64>(a.table);
+  const u64 slots = u64{a.table_mask} + 1u;
+  for (u64 i = GlobalIndex(); i < slots; i += GridStride()) table[i] = kEmptyEntry;
   if (GlobalIndex() == 0) Counters(a)->placed = 0;
 }
 
 // Canonical children and hashes. A full round recomputes every row; later
 // rounds only rows with a child whose root was linked last round (a bit test
-// in a set small enough to stay in L2), and queue them, one atomic per block
-// and step (a single counter that every dirty row hit was the bottleneck).
-// It also clears the bitset this round's links will be recorded in.
+// in a set small enough to stay in L2), and mark them in the dirty-row
+// bitset: one word per 32 rows, written whole by its warp's ballot, so no
+// atomics, no block barriers and no clearing (every word is rewritten).
+// The number of dirty rows takes one atomic per block, at the end. It also
+// clears the bitset this round's links will be recorded in.
 extern "C" __global__ void __launch_bounds__(kBlockThreads) vyre_eg_refresh(VyreEgArgs a) {
   if (Done(a)) return;
-  __shared__ u32 warp_base[kBlockWarps];
-  __shared__ u32 block_base;
   const bool full = Counters(a)->full != 0;
   const u32 rounds = Counters(a)->rounds;
   u32* clear = HookedThisRound(a, rounds);
   for (u32 w = GlobalIndex(); w < a.hooked_words; w += GridStride()) clear[w] = 0;
   const u32* hooked = HookedLastRound(a, rounds);
+  // The columns, not the row records: a scan that reads offsets and
+  // lengths moves half the bytes; ops are read for dirty rows only.
   const u32* ops = Ptr<const u32>(a.row_ops);
   const u32* offs = Ptr<const u32>(a.child_offsets);
   const u32* lens = Ptr<const u32>(a.child_lengths);
@@ -242,11 +301,11 @@ extern "C" __global__ void __launch_bounds__(kBlockThreads) vyre_eg_refresh(Vyre
   const u32* parent = Ptr<const u32>(a.parent);
   u32* canon = Ptr<u32>(a.canon);
   u32* hash = Ptr<u32>(a.hash);
-  u32* worklist = Ptr<u32>(a.worklist);
+  u32* dirty_rows = Ptr<u32>(a.dirty_rows);
   const bool weak = a.weak_hash != 0;
   const u32 lane = threadIdx.x & 31u;
-  const u32 warp = threadIdx.x >> 5;
-  // Every thread of a block runs the same steps (the block barriers below).
+  u32 dirty_count = 0;
+  // Whole warps step together (base is warp-uniform), for the ballot.
   for (u32 base = blockIdx.x * kBlockThreads; base < a.rows; base += GridStride()) {
     const u32 r = base + threadIdx.x;
     bool dirty = false;
@@ -258,16 +317,19 @@ extern "C" __global__ void __launch_bounds__(kBlockThreads) vyre_eg_refresh(Vyre
         for (u32 i = 0; i < len; ++i) c[i] = Root(parent, kids[off + i]);
         dirty = true;
       } else {
+        // Every parent entry is a root here (the last round's relink made it
+        // so, as do init_parent and compress + settle), so a child whose
+        // root was linked finds its new root in one load.
         for (u32 i = 0; i < len; ++i) {
           const u32 old = c[i];
           if ((hooked[old >> 5] >> (old & 31u)) & 1u) {
-            c[i] = Root(parent, old);
+            c[i] = LoadVolatile(parent + old);
             dirty = true;
           }
         }
       }
       if (dirty) {
-        hash[r] = HashRow(ops[r], len, c, weak);
+        const u32 h = HashRow(ops[r], len, c, weak);
         // The row's entry sits where its old form hashed. Rows that joined
         // its group there share its form and are changing with it, so the
         // entry can go: a row probing past it must not stop at a stale form
@@ -275,70 +337,102 @@ extern "C" __global__ void __launch_bounds__(kBlockThreads) vyre_eg_refresh(Vyre
         if (!full) {
           u32* slot_of = Ptr<u32>(a.slot_of);
           const u32 s = slot_of[r];
-          if (s != kEmpty) atomicCAS(Ptr<u32>(a.table) + s, r, kTombstone);
+          if (s != kEmpty) atomicCAS(Ptr<u64>(a.table) + s, Entry(hash[r], r), kTombstoneEntry);
         }
+        hash[r] = h;
       }
     }
     if (full) continue;
     const u32 ballot = __ballot_sync(0xFFFFFFFFu, dirty);
-    if (lane == 0) warp_base[warp] = __popc(ballot);
-    __syncthreads();
-    if (threadIdx.x == 0) {
-      u32 total = 0;
-      for (u32 w = 0; w < kBlockWarps; ++w) {
-        const u32 n = warp_base[w];
-        warp_base[w] = total;
-        total += n;
-      }
-      block_base = total != 0 ? atomicAdd(&Counters(a)->worklist_count, total) : 0;
-    }
-    __syncthreads();
-    if (dirty) worklist[block_base + warp_base[warp] + __popc(ballot & ((1u << lane) - 1u))] = r;
-    __syncthreads();
+    if (lane == 0 && r < a.rows) dirty_rows[r >> 5] = ballot;
+    dirty_count += dirty ? 1u : 0u;
+  }
+  if (full) return;
+  // Block sum of the dirty rows, then one atomic.
+  __shared__ u32 warp_sums[kBlockWarps];
+  for (int offset = 16; offset > 0; offset >>= 1) {
+    dirty_count += __shfl_down_sync(0xFFFFFFFFu, dirty_count, offset);
+  }
+  if (lane == 0) warp_sums[threadIdx.x >> 5] = dirty_count;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    u32 total = 0;
+    for (u32 w = 0; w < kBlockWarps; ++w) total += warp_sums[w];
+    if (total != 0) atomicAdd(&Counters(a)->worklist_count, total);
   }
 }
 
 // Finds each visited row's group (a row of equal canonical form, through the
-// table) and merges their classes, or places the row as a new group.
+// table) and merges their classes, or places the row as a new group. A full
+// round visits every row; later rounds the dirty rows, a warp per bitset
+// word (the lanes of set bits work; their rows' loads are coalesced).
 extern "C" __global__ void __launch_bounds__(kBlockThreads) vyre_eg_insert(VyreEgArgs a) {
   if (Done(a)) return;
   VyreEgCounters* counters = Counters(a);
   const bool full = counters->full != 0;
-  const u32 count = full ? a.rows : LoadVolatile(&counters->worklist_count);
-  const u32* worklist = Ptr<const u32>(a.worklist);
+  const u32* dirty_rows = Ptr<const u32>(a.dirty_rows);
   const u32* hash = Ptr<const u32>(a.hash);
-  const u32* classes = Ptr<const u32>(a.row_classes);
-  u32* table = Ptr<u32>(a.table);
+  const RowRecord* records = Ptr<const RowRecord>(a.records);
+  const u32* canon = Ptr<const u32>(a.canon);
+  u64* table = Ptr<u64>(a.table);
   u32* parent = Ptr<u32>(a.parent);
   u32* hooked = HookedThisRound(a, counters->rounds);
   u32* slot_of = Ptr<u32>(a.slot_of);
   const u32 mask = a.table_mask;
+  const u32 lane = threadIdx.x & 31u;
   u32 placed = 0, merged = 0, lost = 0;
-  for (u32 i = GlobalIndex(); i < count; i += GridStride()) {
-    const u32 r = full ? i : worklist[i];
-    const u32 h = hash[r];
-    u32 slot = h & mask;
-    bool settled = false;
-    for (u32 probe = 0; probe <= mask; ++probe, slot = (slot + 1u) & mask) {
-      u32 other = LoadVolatile(table + slot);
-      if (other == kEmpty) {
-        other = atomicCAS(table + slot, kEmpty, r);
-        if (other == kEmpty) {
-          ++placed;
-          slot_of[r] = slot;
-          settled = true;
-          break;
+  auto visit = [&](u32 r) {
+    const RowRecord mine = records[r];
+    bool was_placed = false;
+    u32 other = kEmpty;
+    const u32 slot = FindOrPlace(table, mask, records, canon, r, hash[r], mine, &was_placed, &other);
+    if (slot == kEmpty) {
+      ++lost;
+    } else if (was_placed) {
+      ++placed;
+      slot_of[r] = slot;
+    } else {
+      merged += Unite(parent, mine.w, records[other].w, hooked) ? 1u : 0u;
+      slot_of[r] = kEmpty;
+    }
+  };
+  if (full) {
+    for (u32 r = GlobalIndex(); r < a.rows; r += GridStride()) visit(r);
+  } else {
+    // A warp takes 32 words (1024 rows) at a time and deals their set bits
+    // out to its lanes, 32 rows a step, so every lane works while the rows
+    // stay close together.
+    const u32 words = (a.rows + 31u) / 32u;
+    for (u32 first = (GlobalIndex() >> 5) * 32u; first < words; first += GridStride()) {
+      const u32 word = first + lane < words ? dirty_rows[first + lane] : 0u;
+      const u32 count = __popc(word);
+      u32 inclusive = count;  // set bits in this lane's word and the ones before
+      for (int offset = 1; offset < 32; offset <<= 1) {
+        const u32 before = __shfl_up_sync(0xFFFFFFFFu, inclusive, offset);
+        if (lane >= static_cast<u32>(offset)) inclusive += before;
+      }
+      const u32 total = __shfl_sync(0xFFFFFFFFu, inclusive, 31);
+      for (u32 step = 0; step < total; step += 32u) {
+        const u32 j = step + lane;  // this lane's set bit, counted across the words
+        // The lane whose word holds bit j: the first with inclusive > j.
+        u32 lo = 0, hi = 31;
+        for (int k = 0; k < 5; ++k) {
+          const u32 mid = (lo + hi) >> 1;
+          const u32 at = __shfl_sync(0xFFFFFFFFu, inclusive, mid);
+          if (at <= j) {
+            lo = mid + 1;
+          } else {
+            hi = mid;
+          }
+        }
+        u32 bits = __shfl_sync(0xFFFFFFFFu, word, lo);
+        const u32 skip = j - (__shfl_sync(0xFFFFFFFFu, inclusive, lo) - __popc(bits));
+        if (j < total) {
+          for (u32 t = 0; t < skip; ++t) bits &= bits - 1u;
+          visit((first + lo) * 32u + static_cast<u32>(__ffs(bits) - 1));
         }
       }
-      if (other == kTombstone || other == r) continue;
-      if (hash[other] == h && SameForm(a, r, other)) {
-        merged += Unite(parent, classes[r], classes[other], hooked) ? 1u : 0u;
-        slot_of[r] = kEmpty;
-        settled = true;
-        break;
-      }
     }
-    lost += settled ? 0u : 1u;
   }
   AddPerWarp(&counters->placed, placed);
   AddPerWarp(&counters->merges_round, merged);
@@ -388,40 +482,30 @@ extern "C" __global__ void vyre_eg_round_end(VyreEgArgs a) {
 // forms come from a full refresh run just before.
 extern "C" __global__ void vyre_eg_pass_group(VyreEgArgs a) {
   const u32* hash = Ptr<const u32>(a.hash);
-  const u32* classes = Ptr<const u32>(a.row_classes);
+  const RowRecord* records = Ptr<const RowRecord>(a.records);
+  const u32* canon = Ptr<const u32>(a.canon);
   const u32* parent = Ptr<const u32>(a.parent);
-  u32* table = Ptr<u32>(a.table);
+  u64* table = Ptr<u64>(a.table);
   u32* rep = Ptr<u32>(a.rep_slot);
   u32* group_min = Ptr<u32>(a.group_min);
   const u32 mask = a.table_mask;
   for (u32 r = GlobalIndex(); r < a.rows; r += GridStride()) {
-    const u32 h = hash[r];
-    u32 slot = h & mask;
-    u32 found = kEmpty;
-    for (u32 probe = 0; probe <= mask; ++probe, slot = (slot + 1u) & mask) {
-      u32 other = LoadVolatile(table + slot);
-      if (other == kEmpty) {
-        other = atomicCAS(table + slot, kEmpty, r);
-        if (other == kEmpty) {
-          found = slot;
-          break;
-        }
-      }
-      if (other == kTombstone) continue;
-      if (hash[other] == h && SameForm(a, r, other)) {
-        found = slot;
-        break;
-      }
-    }
-    if (found == kEmpty) {
+    const RowRecord mine = records[r];
+    bool was_placed = false;
+    // The group is named by the row placed in its slot.
+    u32 leader = kEmpty;
+    const u32 slot = FindOrPlace(table, mask, records, canon, r, hash[r], mine, &was_placed,
+                                 &leader);
+    if (slot == kEmpty) {
       atomicExch(&Counters(a)->overflow, 1u);
       rep[r] = kEmpty;
       continue;
     }
-    // The group is named by the row placed in its slot.
-    const u32 leader = table[found];
     rep[r] = leader;
-    atomicMin(group_min + leader, Root(parent, classes[r]));
+    // Large groups (a leaf that occurs 10^5 times) would serialise on one
+    // address: only a smaller class than the one seen takes the atomic.
+    const u32 c = Root(parent, mine.w);
+    if (c < LoadVolatile(group_min + leader)) atomicMin(group_min + leader, c);
   }
 }
 
@@ -435,27 +519,46 @@ extern "C" __global__ void vyre_eg_pass_emit(VyreEgArgs a) {
   u64* set = Ptr<u64>(a.pair_set);
   u32* out = Ptr<u32>(a.pairs_out);
   const u32 mask = a.pair_set_mask;
-  for (u32 r = GlobalIndex(); r < a.rows; r += GridStride()) {
-    if (rep[r] == kEmpty) continue;
-    const u32 c = Root(parent, classes[r]);
-    const u32 m = group_min[rep[r]];
-    if (c == m) continue;
-    const u64 key = (static_cast<u64>(m) << 32) | c;
-    u32 slot = Finish(Mix(m, c)) & mask;
-    bool settled = false;
-    for (u32 probe = 0; probe <= mask && !settled; ++probe, slot = (slot + 1u) & mask) {
-      const u64 seen = atomicCAS(set + slot, kEmptyPair, key);
-      if (seen == key) settled = true;
-      if (seen == kEmptyPair) {
-        // Counted even past the output's capacity, so the host can grow it.
-        const u64 index = atomicAdd(&Counters(a)->pair_count, 1ull);
-        if (index < a.pair_capacity) {
-          out[2 * index] = m;
-          out[2 * index + 1] = c;
+  const u32 lane = threadIdx.x & 31u;
+  // Whole warps step together (base is warp-uniform), so the new pairs of a
+  // warp take one atomicAdd: one counter that every pair hit was the
+  // bottleneck.
+  for (u32 base = blockIdx.x * blockDim.x; base < a.rows; base += GridStride()) {
+    const u32 r = base + threadIdx.x;
+    bool is_new = false;
+    u32 c = 0, m = 0;
+    if (r < a.rows && rep[r] != kEmpty) {
+      c = Root(parent, classes[r]);
+      m = group_min[rep[r]];
+      if (c != m) {
+        const u64 key = (static_cast<u64>(m) << 32) | c;
+        u32 slot = Finish(Mix(m, c)) & mask;
+        bool settled = false;
+        for (u32 probe = 0; probe <= mask && !settled; ++probe, slot = (slot + 1u) & mask) {
+          const u64 seen = atomicCAS(set + slot, kEmptyPair, key);
+          if (seen == key) settled = true;
+          if (seen == kEmptyPair) {
+            is_new = true;
+            settled = true;
+          }
         }
-        settled = true;
+        if (!settled) atomicExch(&Counters(a)->overflow, 1u);
       }
     }
-    if (!settled) atomicExch(&Counters(a)->overflow, 1u);
+    const u32 ballot = __ballot_sync(0xFFFFFFFFu, is_new);
+    if (ballot == 0) continue;
+    u64 first = 0;
+    if (lane == static_cast<u32>(__ffs(ballot) - 1)) {
+      first = atomicAdd(&Counters(a)->pair_count, static_cast<u64>(__popc(ballot)));
+    }
+    first = __shfl_sync(0xFFFFFFFFu, first, __ffs(ballot) - 1);
+    if (is_new) {
+      // Counted even past the output's capacity, so the host can grow it.
+      const u64 index = first + __popc(ballot & ((1u << lane) - 1u));
+      if (index < a.pair_capacity) {
+        out[2 * index] = m;
+        out[2 * index + 1] = c;
+      }
+    }
   }
 }

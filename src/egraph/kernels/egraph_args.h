@@ -20,7 +20,7 @@ struct VyreEgCounters {
   vyre_eg_u64 rows_visited;    // rows canonicalised over all rounds
   vyre_eg_u64 pair_count;      // pass: distinct pairs found
   vyre_eg_u32 merges_round;    // merges in the round running now
-  vyre_eg_u32 worklist_count;  // rows queued for this round's inserts
+  vyre_eg_u32 worklist_count;  // dirty rows this round's inserts visit
   vyre_eg_u32 placed;          // rows placed in the table since it was cleared
   vyre_eg_u32 done;            // 1: fixpoint (or max_rounds) reached; kernels return at once
   vyre_eg_u32 full;            // 1: this round clears the table and visits every row
@@ -34,9 +34,11 @@ struct VyreEgArgs {
   vyre_eg_u64 row_classes, row_ops, child_offsets, child_lengths, signatures, children;
   // Union-find (classes entries) and canonical children (child_count).
   vyre_eg_u64 parent, canon;
-  // Scratch: row hashes, the worklist and each row's table slot (rows), and
-  // the table (table_mask + 1).
-  vyre_eg_u64 hash, worklist, slot_of, table;
+  // Scratch: row hashes and each row's table slot (rows entries each), the
+  // dirty-row bitset ((rows + 31) / 32 words), the table (table_mask + 1 u64
+  // entries, (hash << 32) | row) and the row records (rows x 16 bytes: op,
+  // arity, child offset, class; packed from the columns).
+  vyre_eg_u64 hash, dirty_rows, slot_of, table, records;
   // Pass scratch: each row's group leader row, each leader's minimum class
   // (rows entries each), the set of pairs (pair_set_mask + 1 u64) and the
   // output (pair_capacity pairs).
