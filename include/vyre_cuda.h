@@ -268,12 +268,12 @@ typedef struct vyre_context_desc {
    * starting as soon as it is filled and overlapping the copy of the next.
    * 0 picks the default for each field. */
   /** Bytes per pinned chunk: a multiple of 64 KiB from 64 KiB to 256 MiB;
-   *  0 = 8 MiB. */
+   *  0 = 16 MiB. */
   uint64_t staging_chunk_bytes;
   /** Chunks in the ring: 2 to 64; 0 = 4. */
   uint32_t staging_chunk_count;
   /** Threads that copy between pageable and pinned memory (the calling
-   *  thread included): 1 to 64; 0 = min(4, hardware threads). */
+   *  thread included): 1 to 64; 0 = min(8, hardware threads). */
   uint32_t staging_threads;
 } vyre_context_desc;
 #define VYRE_CONTEXT_DESC_INIT {sizeof(vyre_context_desc), 0, 0, 0, 0, 0, 0}
@@ -680,7 +680,9 @@ VYRE_API vyre_status vyre_pending_release(vyre_pending pending);
  *    that passes other words rewrites the whole block in stream order, words
  *    past the new count reading 0.
  *  - Capacity class: a graph recorded for element count n can be replayed for
- *    any element count from 1 up to the next power of two of n; the derived
+ *    any element count from 1 up to the next power of two of n, but no more
+ *    than the device's largest grid x covers with the recorded block
+ *    (vyre_graph_info.capacity_elements; past it LIMIT_EXCEEDED); the derived
  *    grid follows the count. A binding recorded with exactly n elements must
  *    hold the replay's count (a HOST one never grows: SHAPE_MISMATCH); any
  *    other binding keeps at least its recorded length.
