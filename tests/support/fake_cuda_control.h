@@ -74,8 +74,12 @@ typedef struct fake_cuda_stats {
   /* With FAKE_CUDA_DEFER_COPIES=1, host<->device copies run only when the
    * host next waits (stream/event synchronise or query, context synchronise,
    * frees) or before the next kernel, so a host that touches a copy's memory
-   * before waiting for it sees the bug. Copies run that way (cumulative). */
+   * before waiting for it sees the bug. Copies (and, with
+   * FAKE_CUDA_DEFER_ALL=1, memsets) run that way (cumulative). */
   uint64_t deferred_copies;
+  /* With FAKE_CUDA_DEFER_ALL=1: kernels run when the host waited, in order
+   * with the copies and memsets (cumulative). */
+  uint64_t deferred_kernels;
 } fake_cuda_stats;
 
 typedef void (*fake_cuda_get_stats_fn)(fake_cuda_stats* out);

@@ -73,6 +73,13 @@
 //                           a CUresult (number) that cuInit, cuDriverGetVersion
 //                           or cuDeviceGetCount returns instead of succeeding.
 //   FAKE_CUDA_MEMORY_BYTES  device memory capacity (default 1 GiB).
+//   FAKE_CUDA_DEFER_COPIES=1  async host<->device copies run only when the
+//                           host waits (a sync, query, free, or a call that
+//                           must see the device's memory).
+//   FAKE_CUDA_DEFER_ALL=1   the same for every async copy, memset and kernel
+//                           launch (cooperative ones excepted), in enqueue
+//                           order: a result read before the engine waits for
+//                           it is wrong, and a test that checks it fails.
 #include <cuda.h>
 
 #include <algorithm>
@@ -244,7 +251,8 @@ struct State {
   std::map<uintptr_t, size_t> pinned_allocations;
   uint64_t pinned_bytes = 0;
   std::map<uintptr_t, size_t> registered;  // cuMemHostRegister: base -> bytes
-  bool defer_copies = false;               // FAKE_CUDA_DEFER_COPIES=1
+  bool defer_copies = false;               // FAKE_CUDA_DEFER_COPIES=1 (or FAKE_CUDA_DEFER_ALL=1)
+  bool defer_all = false;                  // FAKE_CUDA_DEFER_ALL=1: memsets and kernels too
   std::vector<FakeGraphNode> deferred;     // host<->device copies not yet run
   std::set<FakeModule*> modules;
   std::map<FakeFunction*, std::unique_ptr<FakeFunction>> functions;
@@ -457,7 +465,9 @@ CUresult FakeInit(unsigned int flags) {
     S().initialized = true;
     S().capacity = MemoryCapacity();
     const char* defer = std::getenv("FAKE_CUDA_DEFER_COPIES");
-    S().defer_copies = defer != nullptr && std::strcmp(defer, "1") == 0;
+    const char* defer_all = std::getenv("FAKE_CUDA_DEFER_ALL");
+    S().defer_all = defer_all != nullptr && std::strcmp(defer_all, "1") == 0;
+    S().defer_copies = S().defer_all || (defer != nullptr && std::strcmp(defer, "1") == 0);
   }
   return CUDA_SUCCESS;
 }
@@ -938,15 +948,29 @@ void RunTransfer(const FakeGraphNode& n) {
   }
 }
 
+CUresult RunKernelNode(const FakeGraphNode& n);
+
 void FlushDeferred() {
   State& s = S();
-  for (const FakeGraphNode& n : s.deferred) {
+  // Swapped out first: a kernel that runs may not flush into this list.
+  std::vector<FakeGraphNode> queued;
+  queued.swap(s.deferred);
+  for (const FakeGraphNode& n : queued) {
+    if (n.op == NodeOp::kKernel) {
+      // Validated when enqueued; what fails now (its module unloaded, its
+      // memory freed before the host waited) is an engine bug.
+      if (CUresult r = RunKernelNode(n)) {
+        Misuse(CUDA_SUCCESS, "the deferred kernel %s failed with CUresult %d when the host "
+               "waited", n.kernel.c_str(), static_cast<int>(r));
+      }
+      ++s.stats.deferred_kernels;
+      continue;
+    }
     // Still checked: memory freed before the host waited is an engine bug.
     if (CheckTransfer(n, "a deferred copy") != CUDA_SUCCESS) continue;
     RunTransfer(n);
     ++s.stats.deferred_copies;
   }
-  s.deferred.clear();
 }
 
 // A copy or memset enqueued on `stream`: runs at once, or becomes a node of
@@ -959,7 +983,8 @@ CUresult SubmitTransfer(CUstream stream, FakeGraphNode node, const char* fn) {
     return r;
   }
   if (capture == nullptr) {
-    if (S().defer_copies && (node.op == NodeOp::kCopyHtoD || node.op == NodeOp::kCopyDtoH)) {
+    if (S().defer_all ||
+        (S().defer_copies && (node.op == NodeOp::kCopyHtoD || node.op == NodeOp::kCopyDtoH))) {
       S().deferred.push_back(std::move(node));
       return CUDA_SUCCESS;
     }
@@ -1628,7 +1653,7 @@ CUresult LaunchOrCapture(const char* fn, CUfunction function, const LaunchShape&
   }
   KernelArgs args(params, extra);
   if (!args.present()) return Misuse(CUDA_ERROR_INVALID_VALUE, "%s: no kernel parameters", fn);
-  if (capture == nullptr) {
+  if (capture == nullptr && !(S().defer_all && !cooperative)) {
     FlushDeferred();
     return RunLaunch(f->name, shape, args, cooperative);
   }
@@ -1639,6 +1664,11 @@ CUresult LaunchOrCapture(const char* fn, CUfunction function, const LaunchShape&
   node->function = function;
   node->shape = shape;
   if (CUresult r = PackKernelArgs(f->name, args, &node->args)) return r;
+  if (capture == nullptr) {
+    // FAKE_CUDA_DEFER_ALL: the kernel runs, in order, when the host waits.
+    S().deferred.push_back(std::move(*node));
+    return CUDA_SUCCESS;
+  }
   capture->graph->nodes.push_back(std::move(node));
   return CUDA_SUCCESS;
 }

@@ -734,6 +734,32 @@ TEST_F(ResultsTest, AsyncDispatchWritesOutputsOnWait) {
   EXPECT_VYRE_OK(vyre_program_destroy(add));
 }
 
+// FAKE_CUDA_DEFER_ALL=1 (the unit.*.deferred entries run whole suites so):
+// the fake driver runs copies, memsets and kernels only when the host waits,
+// so a result read before the engine waits for it is wrong. This checks the
+// mode itself: an async dispatch enqueues its kernel and returns without
+// anything running it, and the wait runs it and delivers the right sum.
+TEST_F(ResultsTest, DeferredModeRunsTheKernelWhenTheHostWaits) {
+  const char* defer_all = std::getenv("FAKE_CUDA_DEFER_ALL");
+  if (defer_all == nullptr || std::string(defer_all) != "1") {
+    GTEST_SKIP() << "needs FAKE_CUDA_DEFER_ALL=1 (ctest unit.api_fake_driver.deferred)";
+  }
+  vyre_program add = MakeProgram(context_, AddSpec());
+  HostAdd host(4096);
+  vyre_dispatch_desc desc = host.spec.Desc();
+  const uint64_t kernels_before = FakeCuda::Stats().deferred_kernels;
+  vyre_pending pending{0};
+  ASSERT_VYRE_OK(vyre_dispatch_async(add, &desc, &pending));
+  EXPECT_EQ(FakeCuda::Stats().deferred_kernels, kernels_before)
+      << "vyre_dispatch_async waited for its own kernel";
+  EXPECT_TRUE(SameU32(host.out, std::vector<uint32_t>(4096, kPoison)));
+  ASSERT_VYRE_OK(vyre_pending_wait(pending, VYRE_WAIT_FOREVER));
+  EXPECT_EQ(FakeCuda::Stats().deferred_kernels, kernels_before + 1);
+  EXPECT_TRUE(SameU32(host.out, host.Expected()));
+  ASSERT_VYRE_OK(vyre_pending_release(pending));
+  EXPECT_VYRE_OK(vyre_program_destroy(add));
+}
+
 TEST_F(ResultsTest, ReleaseWithoutWaitSkipsTheReadBack) {
   vyre_program add = MakeProgram(context_, AddSpec());
   HostAdd host(256);
