@@ -1559,10 +1559,17 @@ CUresult RunProbeParams(const char* name, const KernelArgs& args) {
   return CUDA_SUCCESS;
 }
 
+// The vector adds: the tests', the self-test's and the examples'
+// (examples/vector_add_ptx.h, so their happy paths run on this driver too).
+bool IsAddU32(const std::string& name) {
+  return name == "vyre_test_add_u32" || name == "vyre_selftest_add_u32" ||
+         name == "vyre_example_add_u32";
+}
+
 // The argument sizes of the kernels that run on the host; other kernels do
 // nothing, so a graph keeps no arguments for them.
 std::vector<size_t> KernelParamSizes(const std::string& name) {
-  if (name == "vyre_test_add_u32" || name == "vyre_selftest_add_u32") return {8, 8, 8, 8};
+  if (IsAddU32(name)) return {8, 8, 8, 8};
   if (name == "vyre_test_inc_u32") return {8, 8};
   if (name == "vyre_test_saxpy_f32") return {4, 8, 8, 8};
   if (name == "vyre_test_probe_params") return {8, 8, 4, 8};
@@ -1588,9 +1595,7 @@ CUresult PackKernelArgs(const std::string& name, const KernelArgs& args,
 }
 
 CUresult RunKernel(const std::string& name, const KernelArgs& args, uint64_t threads) {
-  if (name == "vyre_test_add_u32" || name == "vyre_selftest_add_u32") {
-    return RunAddU32(name.c_str(), args, threads);
-  }
+  if (IsAddU32(name)) return RunAddU32(name.c_str(), args, threads);
   if (name == "vyre_test_inc_u32") return RunIncU32(name.c_str(), args, threads);
   if (name == "vyre_test_saxpy_f32") return RunSaxpyF32(name.c_str(), args, threads);
   if (name == "vyre_test_probe_params") return RunProbeParams(name.c_str(), args);

@@ -130,7 +130,9 @@ TEST_F(MessagesTest, EveryHandleCallWithABadHandle) {
                     : call.kind == HandleKind::kBuffer ? dead_buffer.bits
                     : call.kind == HandleKind::kProgram ? dead_program.bits
                                                         : 0;
-    if (dead != 0) EXPECT_MESSAGE_FITS(call.call(dead), VYRE_STATUS_STALE_HANDLE);
+    if (dead != 0) {
+      EXPECT_MESSAGE_FITS(call.call(dead), VYRE_STATUS_STALE_HANDLE);
+    }
     ++checked;
   }
   EXPECT_GT(checked, 30u) << "AllHandleCalls() lost its calls";
@@ -237,7 +239,7 @@ TEST_F(MessagesTest, LongCompileOptions) {
   vyre_status status = CreateProgram(context_, spec, &program);
   if (status == VYRE_STATUS_NVRTC_UNAVAILABLE) {
     EXPECT_MESSAGE_FITS(status, VYRE_STATUS_NVRTC_UNAVAILABLE);
-    return;
+    GTEST_SKIP() << "no NVRTC on this machine: the compile log's layout was not tested";
   }
   // NVRTC rejects the option before compiling: the caller's argument.
   EXPECT_MESSAGE_FITS(status, VYRE_STATUS_INVALID_ARGUMENT);
