@@ -51,6 +51,12 @@ absl::StatusOr<std::shared_ptr<Graph>> Graph::RecordDispatch(std::shared_ptr<Pro
   }
   g->element_count_ = g->recorded_count_ = elements;
   g->capacity_ = NextPowerOfTwo(elements).value_or(elements);
+  if (g->grid_derived_) {
+    // A replay's derived grid must fit the device's grid x too: the capacity
+    // class stops at the elements its largest grid covers with these blocks
+    // (the recorded count always fits: the plan checked it).
+    g->capacity_ = std::max(elements, std::min(g->capacity_, g->GridCoverage()));
+  }
 
   // Layout: device [parameter block][HOST bindings], pinned the same.
   const uint64_t words_bytes = plan.param_bytes;
@@ -507,6 +513,16 @@ absl::Status Graph::Launch(const vyre_graph_replay_desc& desc, ReplayWork* work,
                     "element_count 0.",
                     what, desc.element_count);
     }
+    if (desc.element_count > capacity_ && desc.element_count > GridCoverage()) {
+      const uint64_t threads = threads_per_block_;
+      return Errorf(VYRE_STATUS_LIMIT_EXCEEDED,
+                    "%s: element_count %u needs %u blocks of %u threads, over the device's grid "
+                    "limit of %u blocks. Fix: replay with at most %u elements, or record the "
+                    "graph with larger blocks or an explicit grid.",
+                    what, desc.element_count,
+                    desc.element_count / threads + (desc.element_count % threads != 0), threads,
+                    context_->device().max_grid_dim[0], capacity_);
+    }
     if (desc.element_count > capacity_) {
       return Errorf(VYRE_STATUS_LIMIT_EXCEEDED,
                     "%s: element_count %u is above the graph's capacity class of %u elements "
@@ -641,8 +657,9 @@ absl::Status Graph::Launch(const vyre_graph_replay_desc& desc, ReplayWork* work,
     return bindings_[i].host ? slab + bindings_[i].device_offset
                              : next[i].buffer->device() + next[i].offset;
   };
-  const uint32_t grid_x = static_cast<uint32_t>(
-      std::max<uint64_t>((count + threads_per_block_ - 1) / threads_per_block_, 1));
+  // count <= capacity_ <= GridCoverage(): the blocks fit grid x.
+  const uint32_t grid_x = static_cast<uint32_t>(std::max<uint64_t>(
+      count / threads_per_block_ + (count % threads_per_block_ != 0), 1));
   absl::InlinedVector<RecordedOp, 4> kernels;
   absl::InlinedVector<size_t, 4> kernel_nodes;
   // A replay that changes nothing touches no node (the steady state).

@@ -118,6 +118,11 @@ class Graph {
     uint64_t memset_operations = 0, kernel_launches = 0;
   };
 
+  // Elements the device's largest derived grid (max grid x blocks of
+  // threads_per_block_ threads) covers: the most a replay may ask for.
+  uint64_t GridCoverage() const {
+    return uint64_t{context_->device().max_grid_dim[0]} * threads_per_block_;
+  }
   absl::Status Capture(const RecordFn& record_full, const RecordFn* record_unchanged,
                        const char* what);
   absl::Status LaunchSequence(const vyre_graph_replay_desc& desc, ReplayWork* work,

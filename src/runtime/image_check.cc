@@ -539,4 +539,26 @@ absl::Status CheckCodeText(const char* what, const char* kind, const char* text,
                 what, kind, at, size, size - at - 1);
 }
 
+absl::Status CheckPtxIsNotBinary(const char* what, const char* text, size_t size) {
+  static constexpr struct {
+    unsigned char magic[4];
+    const char* name;
+  } kBinaryMagics[] = {
+      {{0x7F, 'E', 'L', 'F'}, "an ELF (cubin) image"},
+      {{0x50, 0xED, 0x55, 0xBA}, "a fatbin"},  // 0xBA55ED50, little-endian
+      {{0xB1, 0x43, 0x62, 0x46}, "a fatbin wrapper"},  // 0x466243B1
+  };
+  if (size < 4) return absl::OkStatus();
+  for (const auto& m : kBinaryMagics) {
+    if (std::memcmp(text, m.magic, 4) != 0) continue;
+    return Errorf(VYRE_STATUS_INVALID_ARGUMENT,
+                  "%s: code_kind is VYRE_CODE_PTX but the code starts with the magic number of "
+                  "%s, so the driver would read it as a binary image, past the end of the %u "
+                  "bytes given. Fix: pass a cubin or fatbin as VYRE_CODE_BINARY with its exact "
+                  "code_size, or pass PTX text.",
+                  what, m.name, size);
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace vyre

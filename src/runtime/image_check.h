@@ -61,6 +61,13 @@ absl::StatusOr<BinaryFormat> CheckBinaryImage(const char* what, const void* imag
 // ("PTX", "CUDA source").
 absl::Status CheckCodeText(const char* what, const char* kind, const char* text, size_t size);
 
+// PTX (`size` bytes, trailing NULs dropped): INVALID_ARGUMENT when it begins
+// with the magic number of a cubin (ELF), a fatbin or a fatbin wrapper.
+// cuModuleLoadDataEx tells formats apart by their first bytes, not by the
+// caller's code_kind, so such "PTX" would be parsed as a binary image, past
+// the end of the text, without the checks CheckBinaryImage makes.
+absl::Status CheckPtxIsNotBinary(const char* what, const char* text, size_t size);
+
 }  // namespace vyre
 
 #endif  // VYRE_RUNTIME_IMAGE_CHECK_H_

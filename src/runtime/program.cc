@@ -63,6 +63,9 @@ absl::StatusOr<absl::string_view> CodeOf(const vyre_program_desc& desc) {
     return Errorf(VYRE_STATUS_INVALID_ARGUMENT,
                   "%s: the code is empty. Fix: pass the kernel's code.", kWhat);
   }
+  // The driver picks the format from the first bytes: PTX that begins like
+  // a cubin or fatbin would be parsed as one, unchecked.
+  if (kind == VYRE_CODE_PTX) VYRE_RETURN_IF_ERROR(CheckPtxIsNotBinary(kWhat, text, size));
   return absl::string_view(text, size);
 }
 
