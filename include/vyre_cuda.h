@@ -18,8 +18,18 @@
  *    undefined behaviour. No handle value is ever issued twice in a process;
  *    once a type's handle space is used up, creation gives LIMIT_EXCEEDED.
  *  - Descriptors begin with uint32_t struct_size; initialise them with the
- *    matching VYRE_*_INIT macro. A struct larger than this library knows is
- *    accepted only if its unknown tail is all zero bytes.
+ *    matching VYRE_*_INIT macro. A struct smaller than the first release's
+ *    (version 1) is refused with UNSUPPORTED_STRUCT_SIZE; one between that
+ *    and this header's size is an older caller's, whose missing fields read
+ *    as zero; a struct larger than this library knows is accepted only if its
+ *    unknown tail is all zero bytes. Output structs (info, telemetry,
+ *    timing, results) must cover version 1; the library writes only the
+ *    fields the caller's struct_size holds.
+ *  - The last error (vyre_last_error) is per thread. Every function that
+ *    returns a vyre_status clears it on entry and sets it when it fails,
+ *    except vyre_last_error and vyre_last_error_log, which read it;
+ *    vyre_version and vyre_status_name leave it alone. Each of those
+ *    status-returning functions is also an NVTX range named after itself.
  *  - Release calls (vyre_context_destroy, vyre_buffer_free,
  *    vyre_program_destroy, vyre_pending_release, vyre_graph_destroy,
  *    vyre_sequence_destroy, vyre_egraph_image_destroy, vyre_host_free,
