@@ -3,7 +3,8 @@ include(CMakePackageConfigHelpers)
 install(TARGETS vyre_cuda EXPORT vyre_cuda_targets
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
         INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
-install(FILES ${PROJECT_SOURCE_DIR}/include/vyre_cuda.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+install(FILES ${PROJECT_SOURCE_DIR}/include/vyre_cuda.h ${PROJECT_SOURCE_DIR}/include/vyre_cuda_loader.h
+        DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(EXPORT vyre_cuda_targets NAMESPACE vyre_cuda::
         DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/vyre_cuda)
 file(WRITE ${CMAKE_CURRENT_BINARY_DIR}/vyre_cudaConfig.cmake.in

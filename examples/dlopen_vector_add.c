@@ -3,8 +3,9 @@
  *
  * Languages that cannot link C libraries at build time (or want to run where
  * the library is absent) load vyre-cuda at run time. This example does so:
- * dlopen() the library, dlsym() every function it calls, check the major
- * version, then run the same flow as vector_add.c.
+ * include/vyre_cuda_loader.h opens the library, resolves every function and
+ * checks the major version; then the same flow as vector_add.c runs through
+ * the loader's table.
  *
  *   dlopen_vector_add [path/to/libvyre_cuda.so.0]
  *
@@ -15,7 +16,6 @@
  * loaded; 2 = this machine cannot run CUDA work (no driver, driver too old,
  * or no device).
  */
-#include <dlfcn.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,79 +23,15 @@
 #include <time.h>
 
 #include "vector_add_ptx.h"
-#include "vyre_cuda.h" /* types and macros only: no function is linked */
+/* Types, macros and the loader: no function of the library is linked. */
+#include "vyre_cuda_loader.h"
 
 #define ELEMENT_COUNT 1000003u
 #define BLOCK_THREADS 256u
 
-/* Every function used below: name, return type, parameter list — copied
- * from vyre_cuda.h (CHECK_PROTOTYPE below keeps them in step). */
-#define VYRE_EXAMPLE_FUNCTIONS(X)                                                              \
-  X(vyre_version, uint32_t, (void))                                                            \
-  X(vyre_status_name, const char*, (vyre_status))                                              \
-  X(vyre_last_error, vyre_status, (vyre_status*, int32_t*, char*, size_t, size_t*))            \
-  X(vyre_context_create, vyre_status, (const vyre_context_desc*, vyre_context*))               \
-  X(vyre_context_destroy, vyre_status, (vyre_context))                                         \
-  X(vyre_program_create, vyre_status,                                                          \
-    (vyre_context, const vyre_program_desc*, vyre_program*))                                   \
-  X(vyre_program_destroy, vyre_status, (vyre_program))                                         \
-  X(vyre_buffer_alloc, vyre_status, (vyre_context, uint64_t, vyre_buffer*))                    \
-  X(vyre_buffer_free, vyre_status, (vyre_buffer))                                              \
-  X(vyre_buffer_upload, vyre_status, (vyre_buffer, uint64_t, const void*, uint64_t))           \
-  X(vyre_buffer_download, vyre_status, (vyre_buffer, uint64_t, void*, uint64_t))               \
-  X(vyre_dispatch, vyre_status, (vyre_program, const vyre_dispatch_desc*, vyre_timing*))
-
-#define DECLARE_TYPE(name, ret, args) typedef ret(*name##_fn) args;
-VYRE_EXAMPLE_FUNCTIONS(DECLARE_TYPE)
-#undef DECLARE_TYPE
-
-/* The resolved entry points, named as in the header. */
-static struct {
-#define DECLARE_MEMBER(name, ret, args) name##_fn name;
-  VYRE_EXAMPLE_FUNCTIONS(DECLARE_MEMBER)
-#undef DECLARE_MEMBER
-} api;
-
-/* Compile-time check that each typedef above matches the header's
- * declaration: comparing pointers of different function types is a
- * diagnosed constraint violation, and inside sizeof nothing is evaluated,
- * so no symbol is referenced at link time. */
-#define CHECK_PROTOTYPE(name, ret, args) \
-  typedef char name##_matches_header[sizeof((name##_fn)0 == &name)];
-VYRE_EXAMPLE_FUNCTIONS(CHECK_PROTOTYPE)
-#undef CHECK_PROTOTYPE
-
-static void* load_library(const char* path) {
-  void* handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-  if (!handle) {
-    const char* why = dlerror();
-    fprintf(stderr,
-            "dlopen_vector_add: cannot load %s: %s. Fix: pass the library's path as the first "
-            "argument or in VYRE_CUDA_LIBRARY, or add its directory to LD_LIBRARY_PATH.\n",
-            path, why ? why : "unknown error");
-    return NULL;
-  }
-  /* Resolve every entry before calling any, so a stale or foreign library
-   * fails here with a clear message instead of half-way through. */
-#define RESOLVE(name, ret, args)                                                                \
-  {                                                                                            \
-    void* sym = dlsym(handle, #name);                                                          \
-    if (!sym) {                                                                                \
-      fprintf(stderr,                                                                          \
-              "dlopen_vector_add: %s does not export %s. Fix: point VYRE_CUDA_LIBRARY at "     \
-              "libvyre_cuda.so from this source tree.\n",                                      \
-              path, #name);                                                                    \
-      dlclose(handle);                                                                         \
-      return NULL;                                                                             \
-    }                                                                                          \
-    /* ISO C has no cast from void* to a function pointer; POSIX guarantees the              \
-     * representations match, so copy the bytes. */                                          \
-    memcpy(&api.name, &sym, sizeof sym);                                                       \
-  }
-  VYRE_EXAMPLE_FUNCTIONS(RESOLVE)
-#undef RESOLVE
-  return handle;
-}
+/* Every vyre_* function, resolved by vyre_cuda_loader_open and named as in
+ * the header (api.vyre_context_create, ...). */
+static vyre_cuda_loader api;
 
 static int report_failure(const char* what, vyre_status status) {
   char message[4096];
@@ -146,7 +82,7 @@ int main(int argc, char** argv) {
   const uint64_t bytes = (uint64_t)n * sizeof(uint32_t);
   const char* path = "libvyre_cuda.so.0";
   const char* env_path = getenv("VYRE_CUDA_LIBRARY");
-  void* library;
+  char why[1024];
   int exit_code = 1;
   vyre_status st;
   vyre_context context = {0};
@@ -155,7 +91,6 @@ int main(int argc, char** argv) {
   uint32_t *a = NULL, *b = NULL, *out = NULL;
   uint32_t seed = (uint32_t)time(NULL) | 1u;
   uint32_t state = seed;
-  uint32_t version;
   size_t i;
 
   if (argc > 1 && argv[1][0] != '\0') {
@@ -163,17 +98,11 @@ int main(int argc, char** argv) {
   } else if (env_path && env_path[0] != '\0') {
     path = env_path;
   }
-  library = load_library(path);
-  if (!library) return 1;
-
-  version = api.vyre_version();
-  if (VYRE_VERSION_MAJOR_OF(version) != VYRE_CUDA_VERSION_MAJOR) {
-    fprintf(stderr,
-            "dlopen_vector_add: %s is version %u.%u.%u, but this program was built for major "
-            "version %u. Fix: load a library with the same major version as vyre_cuda.h.\n",
-            path, (unsigned)VYRE_VERSION_MAJOR_OF(version), (unsigned)VYRE_VERSION_MINOR_OF(version),
-            (unsigned)VYRE_VERSION_PATCH_OF(version), (unsigned)VYRE_CUDA_VERSION_MAJOR);
-    dlclose(library);
+  /* Opens the library, resolves every function before any is called (a
+   * stale or foreign library fails here, clearly) and checks the major
+   * version against vyre_cuda.h's. */
+  if (vyre_cuda_loader_open(path, &api, why, sizeof why) != 0) {
+    fprintf(stderr, "dlopen_vector_add: %s\n", why);
     return 1;
   }
 
