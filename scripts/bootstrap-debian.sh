@@ -4,9 +4,10 @@
 # with sudo available.
 set -euo pipefail
 # golang-go: the Go bindings' tests (Go 1.19, cgo).
+# abigail-tools: abidiff for the abi.abidiff test (scripts/abi-baseline.sh).
 packages=(cmake ninja-build g++ pkg-config ccache python3
           libabsl-dev libgtest-dev libcli11-dev nlohmann-json3-dev
-          golang-go)
+          golang-go abigail-tools)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
