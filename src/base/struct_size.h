@@ -17,6 +17,17 @@ namespace vyre {
 absl::Status CheckStructSize(const char* what, const char* type_name, const void* data,
                              uint32_t struct_size, size_t v1_size, size_t known_size);
 
+// The struct_size of the caller struct at `in` (its first 4 bytes). Arrays of
+// descriptors are strided by their first entry's struct_size: check each
+// later entry's against that stride with this before ReadDescriptor, which
+// reads (and checks the unknown tail of) as many bytes as the entry claims,
+// so a larger claim in the last entry would take it past the caller's array.
+inline uint32_t PeekStructSize(const void* in) {
+  uint32_t size;
+  std::memcpy(&size, in, sizeof(size));
+  return size;
+}
+
 // Copies a caller descriptor into `*out` (value-initialised first, so fields a
 // smaller struct lacks read as zero) after checking its struct_size.
 template <typename T>

@@ -581,13 +581,14 @@ absl::Status Graph::Launch(const vyre_graph_replay_desc& desc, ReplayWork* work,
     if (rebinding) {
       const auto* raw = reinterpret_cast<const vyre_dispatch_binding*>(base + i * stride);
       vyre_dispatch_binding in;
-      VYRE_RETURN_IF_ERROR(ReadDescriptor(what, "vyre_dispatch_binding", raw, &in));
-      if (in.struct_size != stride) {
+      // The stride first: ReadDescriptor reads as many bytes as the entry says.
+      if (const uint32_t size = PeekStructSize(raw); size != stride) {
         return Errorf(VYRE_STATUS_UNSUPPORTED_STRUCT_SIZE,
                       "%s: binding %u has struct_size %u but binding 0 has %u. Fix: initialise "
                       "every binding with VYRE_DISPATCH_BINDING_INIT.",
-                      what, i, in.struct_size, stride);
+                      what, i, size, stride);
       }
+      VYRE_RETURN_IF_ERROR(ReadDescriptor(what, "vyre_dispatch_binding", raw, &in));
       const uint32_t source = RawEnum(in.source);
       const uint32_t recorded = b.host ? VYRE_SOURCE_HOST : VYRE_SOURCE_RESIDENT;
       if (source != recorded) {

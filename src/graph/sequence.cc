@@ -107,13 +107,14 @@ absl::StatusOr<std::shared_ptr<Sequence>> Sequence::Create(std::shared_ptr<Conte
   for (size_t i = 0; i < desc.step_count; ++i) {
     const auto* raw = reinterpret_cast<const vyre_sequence_step*>(base + i * stride);
     vyre_sequence_step step;
-    VYRE_RETURN_IF_ERROR(ReadDescriptor(what, "vyre_sequence_step", raw, &step));
-    if (step.struct_size != stride) {
+    // The stride first: ReadDescriptor reads as many bytes as the entry says.
+    if (const uint32_t size = PeekStructSize(raw); size != stride) {
       return Errorf(VYRE_STATUS_UNSUPPORTED_STRUCT_SIZE,
                     "%s: step %u has struct_size %u but step 0 has %u. Fix: initialise every "
                     "step with VYRE_SEQUENCE_STEP_INIT.",
-                    what, i, step.struct_size, stride);
+                    what, i, size, stride);
     }
+    VYRE_RETURN_IF_ERROR(ReadDescriptor(what, "vyre_sequence_step", raw, &step));
     VYRE_RETURN_IF_ERROR(seq->AddStep(step, i, what));
   }
 

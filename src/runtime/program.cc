@@ -91,13 +91,14 @@ absl::Status ReadBindings(const vyre_program_desc& desc, std::vector<BindingDecl
     vyre_binding_decl d;
     const auto* in = reinterpret_cast<const vyre_binding_decl*>(base + i * stride);
     std::string field = absl::StrCat("vyre_binding_decl[", i, "]");
-    VYRE_RETURN_IF_ERROR(ReadDescriptor(kWhat, field.c_str(), in, &d));
-    if (d.struct_size != stride) {
+    // The stride first: ReadDescriptor reads as many bytes as the entry says.
+    if (const uint32_t size = PeekStructSize(in); size != stride) {
       return Errorf(VYRE_STATUS_UNSUPPORTED_STRUCT_SIZE,
                     "%s: %s.struct_size is %u but the first binding's is %u. Fix: initialise "
                     "every binding with VYRE_BINDING_DECL_INIT.",
-                    kWhat, field, d.struct_size, stride);
+                    kWhat, field, size, stride);
     }
+    VYRE_RETURN_IF_ERROR(ReadDescriptor(kWhat, field.c_str(), in, &d));
     BindingDecl b;
     b.name = d.name && *d.name ? d.name : absl::StrCat("binding ", i);
     if (!ValidRole(RawEnum(d.role))) {

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -142,6 +143,117 @@ TEST_F(FuzzFindingsTest, GraphReplayCountPastTheGridLimitIsLimitExceeded) {
     EXPECT_VYRE_OK(vyre_graph_destroy(graph));
     EXPECT_VYRE_OK(vyre_program_destroy(program));
   }
+}
+
+// Copies `entries` into a caller array strided by sizeof(T) whose last entry
+// claims struct_size sizeof(T) + 16, followed (outside the array, inside the
+// allocation) by 16 non-zero bytes: a library that read the last entry as
+// long as it claims would see them as a non-zero unknown tail.
+template <typename T>
+std::vector<unsigned char> ArrayWithLongerLastEntry(const std::vector<T>& entries) {
+  std::vector<unsigned char> bytes(entries.size() * sizeof(T) + 16, 0x5A);
+  for (size_t i = 0; i < entries.size(); ++i) {
+    std::memcpy(&bytes[i * sizeof(T)], &entries[i], sizeof(T));
+  }
+  const uint32_t longer = sizeof(T) + 16;
+  std::memcpy(&bytes[(entries.size() - 1) * sizeof(T)], &longer, sizeof longer);
+  return bytes;
+}
+
+// Expects STRUCT_SIZE for the last entry's mismatch with the array's stride
+// (the message names both sizes), not for a tail read past the array.
+void ExpectStrideMismatch(vyre_status status, size_t stride, const char* call) {
+  EXPECT_VYRE_ERROR(status, VYRE_STATUS_UNSUPPORTED_STRUCT_SIZE) << call;
+  const std::string message = LastErrorMessage();
+  const std::string sizes[] = {std::to_string(stride + 16) + " but ",
+                               " has " + std::to_string(stride) + ". Fix:",
+                               " is " + std::to_string(stride) + ". Fix:"};
+  EXPECT_NE(message.find(sizes[0]), std::string::npos) << call << ": " << message;
+  EXPECT_TRUE(message.find(sizes[1]) != std::string::npos ||
+              message.find(sizes[2]) != std::string::npos)
+      << call << ": " << message;
+  EXPECT_EQ(message.find("unknown tail"), std::string::npos) << call << ": " << message;
+}
+
+// program_create and dispatch targets,
+// regressions/program_create/binding_decl_tail_read_past_array.bin and
+// regressions/dispatch/binding_tail_read_past_array.bin (found once the
+// targets passed arrays of exactly the declared size): every
+// caller array of descriptors is strided by its first entry's struct_size,
+// but each entry was read (and its unknown tail checked) for as many bytes as
+// that entry claimed before its struct_size was compared with the stride, so
+// a last entry claiming a larger struct read past the caller's array (ASan:
+// heap-buffer-overflow in CheckStructSize). Binding declarations, dispatch
+// and replay bindings and sequence steps now check the stride first.
+TEST_F(FuzzFindingsTest, ArrayEntryClaimingALargerStructIsRefusedBeforeItsTailIsRead) {
+  // vyre_program_create: binding declarations.
+  {
+    ProgramSpec spec = AddSpec();
+    const std::vector<unsigned char> decls = ArrayWithLongerLastEntry(spec.bindings);
+    vyre_program_desc desc = spec.Desc();
+    desc.bindings = reinterpret_cast<const vyre_binding_decl*>(decls.data());
+    vyre_program program{0};
+    ExpectStrideMismatch(vyre_program_create(context_, &desc, &program),
+                         sizeof(vyre_binding_decl), "vyre_program_create");
+    EXPECT_EQ(program.bits, 0u);
+  }
+  vyre_program add = MakeProgram(context_, AddSpec());
+  ASSERT_NE(add.bits, 0u);
+  std::vector<uint32_t> a(16, 1), b(16, 2), out(16, 0);
+  DispatchSpec spec;
+  spec.bindings = {HostIn(a.data(), ByteSize(a)), HostIn(b.data(), ByteSize(b)),
+                   HostOut(out.data(), ByteSize(out))};
+  spec.param_words = {16};
+  const std::vector<unsigned char> bindings = ArrayWithLongerLastEntry(spec.bindings);
+  // vyre_dispatch and vyre_graph_record: dispatch bindings.
+  {
+    vyre_dispatch_desc desc = spec.Desc();
+    desc.bindings = reinterpret_cast<const vyre_dispatch_binding*>(bindings.data());
+    ExpectStrideMismatch(vyre_dispatch(add, &desc, nullptr), sizeof(vyre_dispatch_binding),
+                         "vyre_dispatch");
+    vyre_graph graph{0};
+    ExpectStrideMismatch(vyre_graph_record(add, &desc, &graph), sizeof(vyre_dispatch_binding),
+                         "vyre_graph_record");
+    EXPECT_EQ(out[0], 0u);
+  }
+  // vyre_graph_replay: rebinding.
+  {
+    vyre_dispatch_desc desc = spec.Desc();
+    vyre_graph graph{0};
+    ASSERT_VYRE_OK(vyre_graph_record(add, &desc, &graph));
+    vyre_graph_replay_desc replay = VYRE_GRAPH_REPLAY_DESC_INIT;
+    replay.bindings = reinterpret_cast<const vyre_dispatch_binding*>(bindings.data());
+    replay.binding_count = spec.bindings.size();
+    ExpectStrideMismatch(vyre_graph_replay(graph, &replay, nullptr),
+                         sizeof(vyre_dispatch_binding), "vyre_graph_replay");
+    replay.bindings = desc.bindings;
+    EXPECT_VYRE_OK(vyre_graph_replay(graph, &replay, nullptr));
+    EXPECT_EQ(out[15], 3u);
+    EXPECT_VYRE_OK(vyre_graph_destroy(graph));
+  }
+  // vyre_sequence_create: steps.
+  {
+    vyre_buffer buffer = MakeBuffer(context_, 64);
+    ASSERT_NE(buffer.bits, 0u);
+    std::vector<vyre_sequence_step> steps(2);
+    for (vyre_sequence_step& step : steps) {
+      step = VYRE_SEQUENCE_STEP_INIT;
+      step.kind = VYRE_STEP_FILL;
+      step.buffer = buffer;
+      step.bytes = 64;
+      step.fill_byte = 7;
+    }
+    const std::vector<unsigned char> raw = ArrayWithLongerLastEntry(steps);
+    vyre_sequence_desc desc = VYRE_SEQUENCE_DESC_INIT;
+    desc.steps = reinterpret_cast<const vyre_sequence_step*>(raw.data());
+    desc.step_count = steps.size();
+    vyre_sequence sequence{0};
+    ExpectStrideMismatch(vyre_sequence_create(context_, &desc, &sequence),
+                         sizeof(vyre_sequence_step), "vyre_sequence_create");
+    EXPECT_EQ(sequence.bits, 0u);
+    EXPECT_VYRE_OK(vyre_buffer_free(buffer));
+  }
+  EXPECT_VYRE_OK(vyre_program_destroy(add));
 }
 
 }  // namespace
