@@ -3,10 +3,13 @@
 # the CUDA toolkit itself is expected at /usr/local/cuda). Run as root, or
 # with sudo available.
 set -euo pipefail
+# clang and libclang-rt-14-dev: the fuzz preset (libFuzzer, ASan and UBSan
+# runtimes, FuzzedDataProvider.h), which --no-install-recommends leaves out.
 # golang-go: the Go bindings' tests (Go 1.19, cgo).
 # abigail-tools: abidiff for the abi.abidiff test (scripts/abi-baseline.sh).
 packages=(cmake ninja-build g++ pkg-config ccache python3
           libabsl-dev libgtest-dev libcli11-dev nlohmann-json3-dev
+          clang libclang-rt-14-dev
           golang-go abigail-tools)
 missing=()
 for p in "${packages[@]}"; do

@@ -4,7 +4,10 @@
 # binding, then the CPU suites again under AddressSanitizer and UBSan, and the
 # API suites on the fake driver (8-thread dispatch, threaded graph tests,
 # the 8-thread device-fault tests and the staging ring's threads included)
-# under ThreadSanitizer.
+# under ThreadSanitizer, and last the libFuzzer targets (clang, ASan + UBSan,
+# the fake driver): their seeds and regression inputs replayed, then each
+# target fuzzed for VYRE_FUZZ_SECONDS (default 20) seconds, one per core at a
+# time (about 1.5 minutes on 2 cores); scripts/fuzz.sh runs them longer.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/bootstrap-debian.sh
@@ -27,3 +30,7 @@ ctest --preset asan -j"$jobs" -LE python
 cmake --preset tsan
 cmake --build --preset tsan -j"$jobs" --target api_fake_driver_test fault_injection_test graph_fake_test host_transfer_test device_fault_test
 ctest --preset tsan -j"$jobs" -R '^unit\.(api_fake_driver|fault_injection|graph_fake_driver|host_transfer|device_fault)$'
+cmake --preset fuzz
+cmake --build --preset fuzz -j"$jobs"
+ctest --preset fuzz -j"$jobs"
+FUZZ_CI=1 FUZZ_NO_BUILD=1 FUZZ_JOBS="$jobs" ./scripts/fuzz.sh all "${VYRE_FUZZ_SECONDS:-20}"

@@ -30,8 +30,8 @@ TEST_F(FuzzFindingsTest, DerivedGridForElementCountNear2To64IsLimitExceeded) {
   ASSERT_NE(program.bits, 0u);
   std::vector<uint32_t> data(64, 1);
   const uint32_t words[1] = {0};
-  for (uint64_t element_count : {UINT64_MAX, UINT64_MAX - 16, UINT64_MAX - 255,
-                                 UINT64_MAX - 256, uint64_t{1} << 63}) {
+  for (uint64_t element_count :
+       {UINT64_MAX, UINT64_MAX - 16, UINT64_MAX - 255, UINT64_MAX - 256, uint64_t{1} << 63}) {
     DispatchSpec spec;
     spec.bindings = {HostInOut(data.data(), ByteSize(data))};
     spec.param_words = {words[0]};
@@ -53,7 +53,9 @@ TEST_F(FuzzFindingsTest, DerivedGridForElementCountNear2To64IsLimitExceeded) {
 // hangs the same way on a cut-short cubin). The same for the fatbin magic
 // and a fatbin wrapper's. Such PTX is refused before any module load.
 TEST_F(FuzzFindingsTest, PtxStartingWithABinaryMagicIsRefused) {
-  const std::string magics[] = {std::string("\x7f" "ELF\x02\x01\x01\x33\x07\x00", 10),
+  const std::string magics[] = {std::string("\x7f"
+                                            "ELF\x02\x01\x01\x33\x07\x00",
+                                            10),
                                 std::string("\x50\xed\x55\xba\x01\x01\x10\x01", 8),
                                 std::string("\xb1\x43\x62\x46\x01\x02\x03\x04", 8)};
   for (const std::string& code : magics) {
@@ -80,7 +82,6 @@ TEST_F(FuzzFindingsTest, PtxStartingWithABinaryMagicIsRefused) {
   vyre_program program{0};
   EXPECT_VYRE_ERROR(vyre_program_create(context_, &desc, &program), VYRE_STATUS_INVALID_ARGUMENT);
 }
-
 
 // dispatch target, regressions/dispatch/replay_count_in_capacity_class_over_grid_limit.bin:
 // a graph recorded with a derived grid may be replayed for any count up to
@@ -165,9 +166,9 @@ std::vector<unsigned char> ArrayWithLongerLastEntry(const std::vector<T>& entrie
 void ExpectStrideMismatch(vyre_status status, size_t stride, const char* call) {
   EXPECT_VYRE_ERROR(status, VYRE_STATUS_UNSUPPORTED_STRUCT_SIZE) << call;
   const std::string message = LastErrorMessage();
-  const std::string sizes[] = {std::to_string(stride + 16) + " but ",
-                               " has " + std::to_string(stride) + ". Fix:",
-                               " is " + std::to_string(stride) + ". Fix:"};
+  const std::string sizes[] = {
+      std::to_string(stride + 16) + " but ",
+      " has " + std::to_string(stride) + ". Fix:", " is " + std::to_string(stride) + ". Fix:"};
   EXPECT_NE(message.find(sizes[0]), std::string::npos) << call << ": " << message;
   EXPECT_TRUE(message.find(sizes[1]) != std::string::npos ||
               message.find(sizes[2]) != std::string::npos)
@@ -193,8 +194,8 @@ TEST_F(FuzzFindingsTest, ArrayEntryClaimingALargerStructIsRefusedBeforeItsTailIs
     vyre_program_desc desc = spec.Desc();
     desc.bindings = reinterpret_cast<const vyre_binding_decl*>(decls.data());
     vyre_program program{0};
-    ExpectStrideMismatch(vyre_program_create(context_, &desc, &program),
-                         sizeof(vyre_binding_decl), "vyre_program_create");
+    ExpectStrideMismatch(vyre_program_create(context_, &desc, &program), sizeof(vyre_binding_decl),
+                         "vyre_program_create");
     EXPECT_EQ(program.bits, 0u);
   }
   vyre_program add = MakeProgram(context_, AddSpec());
@@ -224,8 +225,8 @@ TEST_F(FuzzFindingsTest, ArrayEntryClaimingALargerStructIsRefusedBeforeItsTailIs
     vyre_graph_replay_desc replay = VYRE_GRAPH_REPLAY_DESC_INIT;
     replay.bindings = reinterpret_cast<const vyre_dispatch_binding*>(bindings.data());
     replay.binding_count = spec.bindings.size();
-    ExpectStrideMismatch(vyre_graph_replay(graph, &replay, nullptr),
-                         sizeof(vyre_dispatch_binding), "vyre_graph_replay");
+    ExpectStrideMismatch(vyre_graph_replay(graph, &replay, nullptr), sizeof(vyre_dispatch_binding),
+                         "vyre_graph_replay");
     replay.bindings = desc.bindings;
     EXPECT_VYRE_OK(vyre_graph_replay(graph, &replay, nullptr));
     EXPECT_EQ(out[15], 3u);
