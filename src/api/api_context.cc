@@ -56,6 +56,9 @@ VYRE_API vyre_status vyre_context_create(const vyre_context_desc* desc, vyre_con
   });
 }
 
+}  // extern "C"
+
+// C++ helpers: outside the extern "C" block (they return std::string).
 namespace {
 
 // The Fix of a context destroy that met a device fault, by what the release
@@ -88,6 +91,8 @@ std::string FaultFixAfterDestroy(CUdevice device, int ordinal, bool ours_release
 }
 
 }  // namespace
+
+extern "C" {
 
 VYRE_API vyre_status vyre_context_destroy(vyre_context context) {
   const char* what = "vyre_context_destroy";

@@ -1292,6 +1292,9 @@ CUresult fake_cuModuleLoadDataEx(CUmodule* module, const void* image, unsigned i
     const char* marker = std::strstr(static_cast<const char*>(image), "fake-jit-log-bytes: ");
     if (marker != nullptr) {
       size_t bytes = std::strtoull(marker + std::strlen("fake-jit-log-bytes: "), nullptr, 10);
+      // A test asks for a few MiB at most; fuzzed PTX may ask for anything.
+      constexpr size_t kMaxJitLogBytes = size_t{16} << 20;
+      if (bytes > kMaxJitLogBytes) bytes = kMaxJitLogBytes;
       std::string log;
       log.reserve(bytes);
       while (log.size() < bytes) log += FAKE_CUDA_JIT_LOG_PATTERN;
