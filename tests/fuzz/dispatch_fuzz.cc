@@ -160,18 +160,7 @@ void Setup() {
 }
 
 uint32_t PickStructSize(FuzzedDataProvider& in, uint32_t ours, uint32_t max) {
-  switch (in.ConsumeIntegralInRange<int>(0, 11)) {
-    case 0:
-      return 0;
-    case 1:
-      return ours - 8;
-    case 2:
-      return ours + 8;
-    case 3:
-      return in.ConsumeIntegralInRange<uint32_t>(0, max);
-    default:
-      return ours;
-  }
+  return vyre_fuzz::PickStructSize(in, ours, max, 11);
 }
 
 // A host range: [base + offset, +bytes) inside the arena or the pinned block.
@@ -338,23 +327,8 @@ void RunOne(FuzzedDataProvider& in) {
   std::vector<unsigned char> binding_bytes(
       made == 0 ? 0 : std::max<size_t>(made * stride, sizeof(uint32_t)), 0);
   for (size_t i = 0; i < made; ++i) {
-    vyre_dispatch_binding b = MakeBinding(in, &bound[i]);
-    b.struct_size =
-        i == 0 ? stride
-               : (in.ConsumeIntegralInRange<int>(0, 15) == 0 ? PickStructSize(in, ours, kMaxStride)
-                                                             : stride);
-    // A caller whose struct is `stride` bytes writes that many per entry
-    // (entries never overlap, so every struct_size read is one written).
-    if (stride >= 4) {
-      std::memcpy(&binding_bytes[i * stride], &b, std::min<size_t>(stride, sizeof b));
-    } else if (i == 0) {
-      std::memcpy(&binding_bytes[0], &b.struct_size, 4);
-    }
-    // A nonzero byte in a tail the library does not know (inside the array).
-    if (stride >= 4 && b.struct_size > ours && i * stride + b.struct_size <= binding_bytes.size() &&
-        in.ConsumeIntegralInRange<int>(0, 3) == 0) {
-      binding_bytes[i * stride + in.ConsumeIntegralInRange<size_t>(ours, b.struct_size - 1)] = 7;
-    }
+    vyre_fuzz::WriteArrayEntry(in, MakeBinding(in, &bound[i]), i, stride, ours, kMaxStride,
+                               /*last_choice=*/11, /*tail_byte=*/7, &binding_bytes);
   }
 
   // What the kernel may safely touch: the fewest elements any argument

@@ -274,4 +274,19 @@ std::string FuzzName(FuzzedDataProvider& in, size_t max_long) {
   }
 }
 
+uint32_t PickStructSize(FuzzedDataProvider& in, uint32_t ours, uint32_t max, int last_choice) {
+  switch (in.ConsumeIntegralInRange<int>(0, last_choice)) {
+    case 0:
+      return 0;
+    case 1:
+      return ours - 8;
+    case 2:
+      return ours + 8;
+    case 3:
+      return in.ConsumeIntegralInRange<uint32_t>(0, max);
+    default:
+      return ours;
+  }
+}
+
 }  // namespace vyre_fuzz

@@ -9,8 +9,10 @@
 
 #include <fuzzer/FuzzedDataProvider.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -76,6 +78,39 @@ uint32_t InterestingU32(FuzzedDataProvider& in);
 // `max_long` bytes), with bytes that are not UTF-8, or fuzz bytes verbatim.
 // The result is owned by the caller; pass .c_str().
 std::string FuzzName(FuzzedDataProvider& in, size_t max_long);
+
+// A struct_size for a descriptor of `ours` bytes: 0, 8 bytes short, 8 bytes
+// long, anything up to `max`, or `ours` for every other outcome of a draw
+// in [0, last_choice] (the targets weigh "ours" differently).
+uint32_t PickStructSize(FuzzedDataProvider& in, uint32_t ours, uint32_t max, int last_choice);
+
+// Writes `entry` as entry `i` of a caller's array of `stride`-byte
+// descriptors in `bytes` (exactly the caller's array, so ASan reports any
+// read past it). Entry 0's struct_size is the stride; a later one now and
+// then claims another size (at most `max_stride`). A caller whose struct is
+// `stride` bytes writes that many per entry (entries never overlap, so every
+// struct_size the library reads is one written), and now and then puts
+// `tail_byte` into the part of an entry the library does not know.
+template <typename T>
+void WriteArrayEntry(FuzzedDataProvider& in, T entry, size_t i, uint32_t stride, uint32_t ours,
+                     uint32_t max_stride, int last_choice, unsigned char tail_byte,
+                     std::vector<unsigned char>* bytes) {
+  entry.struct_size =
+      i == 0 ? stride
+             : (in.ConsumeIntegralInRange<int>(0, 15) == 0
+                    ? PickStructSize(in, ours, max_stride, last_choice)
+                    : stride);
+  if (stride >= 4) {
+    std::memcpy(&(*bytes)[i * stride], &entry, std::min<size_t>(stride, sizeof entry));
+  } else if (i == 0) {
+    std::memcpy(&(*bytes)[0], &entry.struct_size, 4);
+  }
+  if (stride >= 4 && entry.struct_size > ours && i * stride + entry.struct_size <= bytes->size() &&
+      in.ConsumeIntegralInRange<int>(0, 3) == 0) {
+    (*bytes)[i * stride + in.ConsumeIntegralInRange<size_t>(ours, entry.struct_size - 1)] =
+        tail_byte;
+  }
+}
 
 }  // namespace vyre_fuzz
 

@@ -196,18 +196,7 @@ vyre_binding_decl MakeDecl(FuzzedDataProvider& in, std::vector<std::string>* nam
 }
 
 uint32_t PickStructSize(FuzzedDataProvider& in, uint32_t ours, uint32_t max) {
-  switch (in.ConsumeIntegralInRange<int>(0, 9)) {
-    case 0:
-      return 0;
-    case 1:
-      return ours - 8;
-    case 2:
-      return ours + 8;
-    case 3:
-      return in.ConsumeIntegralInRange<uint32_t>(0, max);
-    default:
-      return ours;
-  }
+  return vyre_fuzz::PickStructSize(in, ours, max, 9);
 }
 
 void RunOne(FuzzedDataProvider& in) {
@@ -278,22 +267,8 @@ void RunOne(FuzzedDataProvider& in) {
     // binding program is a limit check, not 4096 fuzzed fields).
     vyre_binding_decl d = i < 8 ? MakeDecl(in, &names) : last;
     last = d;
-    d.struct_size =
-        i == 0 ? stride
-               : (in.ConsumeIntegralInRange<int>(0, 15) == 0 ? PickStructSize(in, ours, kMaxStride)
-                                                             : stride);
-    // A caller whose struct is `stride` bytes writes that many per entry
-    // (entries never overlap, so every struct_size read is one written).
-    if (stride >= 4) {
-      std::memcpy(&decl_bytes[i * stride], &d, std::min<size_t>(stride, sizeof d));
-    } else if (i == 0) {
-      std::memcpy(&decl_bytes[0], &d.struct_size, 4);
-    }
-    // A nonzero byte in a tail the library does not know (inside the array).
-    if (stride >= 4 && d.struct_size > ours && i * stride + d.struct_size <= decl_bytes.size() &&
-        in.ConsumeIntegralInRange<int>(0, 3) == 0) {
-      decl_bytes[i * stride + in.ConsumeIntegralInRange<size_t>(ours, d.struct_size - 1)] = 1;
-    }
+    vyre_fuzz::WriteArrayEntry(in, d, i, stride, ours, kMaxStride, /*last_choice=*/9,
+                               /*tail_byte=*/1, &decl_bytes);
   }
   // --- parameters ---------------------------------------------------------------
   std::vector<vyre_kernel_param> made_params(kMaxParams);
