@@ -17,11 +17,7 @@ namespace vyre {
 absl::Status CheckStructSize(const char* what, const char* type_name, const void* data,
                              uint32_t struct_size, size_t v1_size, size_t known_size);
 
-// The struct_size of the caller struct at `in` (its first 4 bytes). Arrays of
-// descriptors are strided by their first entry's struct_size: check each
-// later entry's against that stride with this before ReadDescriptor, which
-// reads (and checks the unknown tail of) as many bytes as the entry claims,
-// so a larger claim in the last entry would take it past the caller's array.
+// The struct_size of the caller struct at `in` (its first 4 bytes).
 inline uint32_t PeekStructSize(const void* in) {
   uint32_t size;
   std::memcpy(&size, in, sizeof(size));
@@ -38,8 +34,7 @@ absl::Status ReadDescriptor(const char* what, const char* type_name, const T* in
                   "%s: the %s pointer is NULL. Fix: pass a %s initialised with its _INIT macro.",
                   what, type_name, type_name);
   }
-  uint32_t size;
-  std::memcpy(&size, in, sizeof(size));
+  const uint32_t size = PeekStructSize(in);
   if (size == sizeof(T)) {  // the caller's header is this library's: the common case
     std::memcpy(static_cast<void*>(out), in, sizeof(T));
     return absl::OkStatus();
@@ -48,6 +43,27 @@ absl::Status ReadDescriptor(const char* what, const char* type_name, const T* in
   *out = T{};
   std::memcpy(static_cast<void*>(out), in, size < sizeof(T) ? size : sizeof(T));
   return absl::OkStatus();
+}
+
+// Entry `index` of a caller's array of descriptors, strided by the first
+// entry's struct_size (`stride`). The entry's struct_size must equal the
+// stride, and is checked before ReadDescriptor reads as many bytes as the
+// entry claims: a larger claim in the last entry would take that read past
+// the caller's array. `noun` names an entry in the message ("binding",
+// "step"), `init_macro` the macro that initialises one.
+template <typename T>
+absl::Status ReadArrayEntry(const char* what, const char* type_name, const char* noun,
+                            const char* init_macro, const void* base, size_t index,
+                            uint32_t stride, T* out) {
+  const auto* raw = static_cast<const unsigned char*>(base) + index * stride;
+  const uint32_t size = PeekStructSize(raw);
+  if (size != stride) {
+    return Errorf(VYRE_STATUS_UNSUPPORTED_STRUCT_SIZE,
+                  "%s: %s %u has struct_size %u but %s 0 has %u. Fix: initialise every %s "
+                  "with %s.",
+                  what, noun, index, size, noun, stride, noun, init_macro);
+  }
+  return ReadDescriptor(what, type_name, reinterpret_cast<const T*>(raw), out);
 }
 
 // For output structs: checks that `out` is non-NULL and that the caller's
@@ -61,8 +77,7 @@ absl::Status CheckOutStruct(const char* what, const char* type_name, const T* ou
                   "_INIT macro.",
                   what, type_name, type_name);
   }
-  uint32_t size;
-  std::memcpy(&size, out, sizeof(size));
+  const uint32_t size = PeekStructSize(out);
   if (size < v1_size) {
     return Errorf(VYRE_STATUS_UNSUPPORTED_STRUCT_SIZE,
                   "%s: %s.struct_size is %u, smaller than version 1 (%u bytes). Fix: "
@@ -78,8 +93,7 @@ template <typename T>
 absl::Status WriteOutStruct(const char* what, const char* type_name, T* out, T value,
                             size_t v1_size = sizeof(T)) {
   VYRE_RETURN_IF_ERROR(CheckOutStruct(what, type_name, out, v1_size));
-  uint32_t size;
-  std::memcpy(&size, out, sizeof(size));
+  const uint32_t size = PeekStructSize(out);
   std::memcpy(&value, &size, sizeof(size));
   std::memcpy(static_cast<void*>(out), &value, size < sizeof(T) ? size : sizeof(T));
   return absl::OkStatus();

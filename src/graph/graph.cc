@@ -567,7 +567,6 @@ absl::Status Graph::Launch(const vyre_graph_replay_desc& desc, ReplayWork* work,
   };
   absl::InlinedVector<Next, 8> next(bindings_.size());
   bool resident_changed = false;
-  const unsigned char* base = reinterpret_cast<const unsigned char*>(desc.bindings);
   uint32_t stride = 0;
   if (rebinding && !bindings_.empty()) {
     VYRE_ASSIGN_OR_RETURN(stride, BindingArrayStride(what, bindings_[0].decl, desc.bindings,
@@ -579,16 +578,10 @@ absl::Status Graph::Launch(const vyre_graph_replay_desc& desc, ReplayWork* work,
     if (decl.role == VYRE_ROLE_SHARED) continue;
     Next& n = next[i];
     if (rebinding) {
-      const auto* raw = reinterpret_cast<const vyre_dispatch_binding*>(base + i * stride);
       vyre_dispatch_binding in;
-      // The stride first: ReadDescriptor reads as many bytes as the entry says.
-      if (const uint32_t size = PeekStructSize(raw); size != stride) {
-        return Errorf(VYRE_STATUS_UNSUPPORTED_STRUCT_SIZE,
-                      "%s: binding %u has struct_size %u but binding 0 has %u. Fix: initialise "
-                      "every binding with VYRE_DISPATCH_BINDING_INIT.",
-                      what, i, size, stride);
-      }
-      VYRE_RETURN_IF_ERROR(ReadDescriptor(what, "vyre_dispatch_binding", raw, &in));
+      VYRE_RETURN_IF_ERROR(ReadArrayEntry(what, "vyre_dispatch_binding", "binding",
+                                          "VYRE_DISPATCH_BINDING_INIT", desc.bindings, i, stride,
+                                          &in));
       const uint32_t source = RawEnum(in.source);
       const uint32_t recorded = b.host ? VYRE_SOURCE_HOST : VYRE_SOURCE_RESIDENT;
       if (source != recorded) {

@@ -102,19 +102,11 @@ absl::StatusOr<std::shared_ptr<Sequence>> Sequence::Create(std::shared_ptr<Conte
   driver::ScopedContext bind(ctx.cu());
   VYRE_RETURN_IF_ERROR(bind.status(what));
   const uint32_t stride = desc.steps[0].struct_size;
-  const unsigned char* base = reinterpret_cast<const unsigned char*>(desc.steps);
   seq->steps_.reserve(desc.step_count);
   for (size_t i = 0; i < desc.step_count; ++i) {
-    const auto* raw = reinterpret_cast<const vyre_sequence_step*>(base + i * stride);
     vyre_sequence_step step;
-    // The stride first: ReadDescriptor reads as many bytes as the entry says.
-    if (const uint32_t size = PeekStructSize(raw); size != stride) {
-      return Errorf(VYRE_STATUS_UNSUPPORTED_STRUCT_SIZE,
-                    "%s: step %u has struct_size %u but step 0 has %u. Fix: initialise every "
-                    "step with VYRE_SEQUENCE_STEP_INIT.",
-                    what, i, size, stride);
-    }
-    VYRE_RETURN_IF_ERROR(ReadDescriptor(what, "vyre_sequence_step", raw, &step));
+    VYRE_RETURN_IF_ERROR(ReadArrayEntry(what, "vyre_sequence_step", "step",
+                                        "VYRE_SEQUENCE_STEP_INIT", desc.steps, i, stride, &step));
     VYRE_RETURN_IF_ERROR(seq->AddStep(step, i, what));
   }
 

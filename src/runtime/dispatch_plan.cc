@@ -320,7 +320,6 @@ absl::Status BuildDispatchPlan(const Program& program, const vyre_dispatch_desc&
   plan->scalars = desc.scalars;
   plan->scalar_count = desc.scalar_count;
 
-  const unsigned char* base = reinterpret_cast<const unsigned char*>(desc.bindings);
   VYRE_ASSIGN_OR_RETURN(const uint32_t stride,
                         BindingArrayStride(what, decls.empty() ? nullptr : &decls[0],
                                            desc.bindings, desc.binding_count));
@@ -331,16 +330,10 @@ absl::Status BuildDispatchPlan(const Program& program, const vyre_dispatch_desc&
     PlannedBinding& bound = plan->bindings[i];
     bound.decl = &decl;
     if (decl.role == VYRE_ROLE_SHARED) continue;
-    const auto* raw = reinterpret_cast<const vyre_dispatch_binding*>(base + i * stride);
     vyre_dispatch_binding in;
-    // The stride first: ReadDescriptor reads as many bytes as the entry says.
-    if (const uint32_t size = PeekStructSize(raw); size != stride) {
-      return Errorf(VYRE_STATUS_UNSUPPORTED_STRUCT_SIZE,
-                    "%s: binding %u has struct_size %u but binding 0 has %u. Fix: initialise "
-                    "every binding with VYRE_DISPATCH_BINDING_INIT.",
-                    what, i, size, stride);
-    }
-    VYRE_RETURN_IF_ERROR(ReadDescriptor(what, "vyre_dispatch_binding", raw, &in));
+    VYRE_RETURN_IF_ERROR(ReadArrayEntry(what, "vyre_dispatch_binding", "binding",
+                                        "VYRE_DISPATCH_BINDING_INIT", desc.bindings, i, stride,
+                                        &in));
     const uint32_t source = RawEnum(in.source);
     if (source == VYRE_SOURCE_HOST) {
       VYRE_RETURN_IF_ERROR(BindHost(what, i, decl, in, &bound));
