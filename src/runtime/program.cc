@@ -85,20 +85,12 @@ absl::Status ReadBindings(const vyre_program_desc& desc, std::vector<BindingDecl
   out->reserve(desc.binding_count);
   // An array of descriptors is strided by the caller's struct_size, which
   // differs from ours when the caller was compiled against another header.
-  const unsigned char* base = reinterpret_cast<const unsigned char*>(desc.bindings);
-  uint32_t stride = desc.binding_count > 0 ? desc.bindings[0].struct_size : 0;
+  const uint32_t stride = desc.binding_count > 0 ? desc.bindings[0].struct_size : 0;
   for (size_t i = 0; i < desc.binding_count; ++i) {
     vyre_binding_decl d;
-    const auto* in = reinterpret_cast<const vyre_binding_decl*>(base + i * stride);
     std::string field = absl::StrCat("vyre_binding_decl[", i, "]");
-    // The stride first: ReadDescriptor reads as many bytes as the entry says.
-    if (const uint32_t size = PeekStructSize(in); size != stride) {
-      return Errorf(VYRE_STATUS_UNSUPPORTED_STRUCT_SIZE,
-                    "%s: %s.struct_size is %u but the first binding's is %u. Fix: initialise "
-                    "every binding with VYRE_BINDING_DECL_INIT.",
-                    kWhat, field, size, stride);
-    }
-    VYRE_RETURN_IF_ERROR(ReadDescriptor(kWhat, field.c_str(), in, &d));
+    VYRE_RETURN_IF_ERROR(ReadArrayEntry(kWhat, field.c_str(), "binding", "VYRE_BINDING_DECL_INIT",
+                                        desc.bindings, i, stride, &d));
     BindingDecl b;
     b.name = d.name && *d.name ? d.name : absl::StrCat("binding ", i);
     if (!ValidRole(RawEnum(d.role))) {
