@@ -541,12 +541,12 @@ absl::Status CheckCodeText(const char* what, const char* kind, const char* text,
 
 absl::Status CheckPtxIsNotBinary(const char* what, const char* text, size_t size) {
   static constexpr struct {
-    unsigned char magic[4];
+    const unsigned char* magic;
     const char* name;
   } kBinaryMagics[] = {
-      {{0x7F, 'E', 'L', 'F'}, "an ELF (cubin) image"},
-      {{0x50, 0xED, 0x55, 0xBA}, "a fatbin"},  // 0xBA55ED50, little-endian
-      {{0xB1, 0x43, 0x62, 0x46}, "a fatbin wrapper"},  // 0x466243B1
+      {kElfMagicBytes, "an ELF (cubin) image"},
+      {kFatbinMagicBytes, "a fatbin"},
+      {kFatbinWrapperMagicBytes, "a fatbin wrapper"},
   };
   if (size < 4) return absl::OkStatus();
   for (const auto& m : kBinaryMagics) {
