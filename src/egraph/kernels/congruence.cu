@@ -358,7 +358,7 @@ extern "C" __global__ void __launch_bounds__(kBlockThreads) vyre_eg_refresh(Vyre
   if (threadIdx.x == 0) {
     u32 total = 0;
     for (u32 w = 0; w < kBlockWarps; ++w) total += warp_sums[w];
-    if (total != 0) atomicAdd(&Counters(a)->worklist_count, total);
+    if (total != 0) atomicAdd(&Counters(a)->dirty_count, total);
   }
 }
 
@@ -461,7 +461,7 @@ extern "C" __global__ void vyre_eg_round_end(VyreEgArgs a) {
   VyreEgCounters* c = Counters(a);
   if (c->done) return;
   c->rounds += 1;
-  c->rows_visited += c->full ? a.rows : c->worklist_count;
+  c->rows_visited += c->full ? a.rows : c->dirty_count;
   if (c->merges_round == 0 && c->overflow == 0) {
     c->done = 1;
   } else {
@@ -471,7 +471,7 @@ extern "C" __global__ void vyre_eg_round_end(VyreEgArgs a) {
   // full round, which visits every row again.
   c->full = (c->placed > (a.table_mask + 1u) / 2u || c->overflow) ? 1u : 0u;
   c->merges_round = 0;
-  c->worklist_count = 0;
+  c->dirty_count = 0;
   c->overflow = 0;
   if (c->max_rounds != 0 && c->rounds >= c->max_rounds) c->done = 1;
   __threadfence_system();
