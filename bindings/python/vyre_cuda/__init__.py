@@ -10,9 +10,11 @@
         a = array.array("I", ...); b = array.array("I", ...)
         out = prog.dispatch([a, b, len(a) * 4], params=[len(a)])[2]   # a bytearray
 
-The library is libvyre_cuda.so.0 from the loader's search path, or the file
-named by the environment variable VYRE_CUDA_LIBRARY. It is loaded on first
-use, so importing this module never fails for lack of it.
+The library is the file named by the environment variable VYRE_CUDA_LIBRARY,
+else the one bundled in the package (vyre_cuda/_lib/libvyre_cuda.so.0, put
+there by `pip install`), else libvyre_cuda.so.0 from the loader's search
+path. It is loaded on first use, so importing this module never fails for
+lack of it; library_path() names the file loaded.
 
 Every failing call raises VyreError, which carries the library's status, its
 name, the driver's CUresult and the message (its first line, at most 1023
@@ -64,6 +66,7 @@ import sys
 import threading
 from ctypes import (POINTER, Structure, byref, c_char, c_char_p, c_int, c_int32,
                     c_size_t, c_uint32, c_uint64, c_void_p)
+from typing import Optional
 
 __all__ = [
     "VERSION_MAJOR", "WAIT_FOREVER", "DISPATCH_FLAG_DEVICE_TIMING", "DISPATCH_FLAG_COOPERATIVE",
@@ -76,7 +79,8 @@ __all__ = [
     "Graph", "Sequence",
     "Step", "DispatchStep", "FillStep", "CopyStep", "UploadStep", "DownloadStep", "Repeat",
     "EgraphImage", "EgraphRebuildResult",
-    "load", "version", "version_string", "status_name", "last_error", "last_error_log",
+    "load", "library_path", "has_function", "version", "version_string", "status_name",
+    "last_error", "last_error_log",
     "device_count",
     "device_info", "set_log_callback", "f32", "f64",
 ]
@@ -666,21 +670,54 @@ class LibraryLoadError(OSError):
     """libvyre_cuda could not be loaded, or is the wrong version."""
 
 
-_lib = None
+_lib: Optional[ctypes.CDLL] = None
+_lib_path: Optional[str] = None
+_lib_missing: frozenset = frozenset()
 _lib_lock = threading.Lock()
 
+#: The library `pip install` bundles into the package.
+BUNDLED_LIBRARY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_lib",
+                               "libvyre_cuda.so.%d" % VERSION_MAJOR)
 
-def _default_library_path():
-    return os.environ.get("VYRE_CUDA_LIBRARY") or "libvyre_cuda.so.0"
+
+def _default_library_path() -> str:
+    env = os.environ.get("VYRE_CUDA_LIBRARY")
+    if env:
+        return env
+    if os.path.exists(BUNDLED_LIBRARY):
+        return BUNDLED_LIBRARY
+    return "libvyre_cuda.so.%d" % VERSION_MAJOR
 
 
-def load(path=None):
+def _loaded_file(lib: ctypes.CDLL, fallback: str) -> str:
+    """The file the dynamic loader mapped for lib (dladdr of one of its
+    functions), else what was asked for."""
+
+    class DlInfo(Structure):
+        _fields_ = [("dli_fname", c_char_p), ("dli_fbase", c_void_p),
+                    ("dli_sname", c_char_p), ("dli_saddr", c_void_p)]
+
+    try:
+        libc = ctypes.CDLL(None)
+        dladdr = libc.dladdr
+        dladdr.argtypes = [c_void_p, POINTER(DlInfo)]
+        dladdr.restype = c_int
+        info = DlInfo()
+        if dladdr(ctypes.cast(lib.vyre_version, c_void_p), byref(info)) and info.dli_fname:
+            return os.path.realpath(os.fsdecode(info.dli_fname))
+    except (AttributeError, OSError):
+        pass
+    return fallback
+
+
+def load(path: Optional[str] = None) -> ctypes.CDLL:
     """Loads the library (once per process) and returns the ctypes CDLL.
 
-    path defaults to $VYRE_CUDA_LIBRARY, else libvyre_cuda.so.0 through the
-    loader's search path. Later calls return the library already loaded.
+    path defaults to $VYRE_CUDA_LIBRARY, else the library bundled in the
+    package (vyre_cuda/_lib), else libvyre_cuda.so.0 through the loader's
+    search path. Later calls return the library already loaded.
     """
-    global _lib
+    global _lib, _lib_path, _lib_missing
     with _lib_lock:
         if _lib is not None:
             return _lib
@@ -689,8 +726,10 @@ def load(path=None):
             lib = ctypes.CDLL(path)
         except OSError as e:
             raise LibraryLoadError(
-                f"cannot load {path}: {e}. Fix: set VYRE_CUDA_LIBRARY to the path of "
-                f"libvyre_cuda.so.0, or add its directory to LD_LIBRARY_PATH.") from None
+                f"cannot load {path}: {e}. Fix: install the package with pip (it bundles "
+                f"the library), set VYRE_CUDA_LIBRARY to the path of libvyre_cuda.so.0, or "
+                f"add its directory to LD_LIBRARY_PATH.") from None
+        missing = set()
         for name, (restype, argtypes) in _PROTOTYPES.items():
             try:
                 fn = getattr(lib, name)
@@ -705,8 +744,31 @@ def load(path=None):
             raise LibraryLoadError(
                 f"{path} has major version {major}, these bindings need {VERSION_MAJOR}. "
                 f"Fix: install the bindings and the library from the same release.")
+        _lib_missing = frozenset(missing)
+        _lib_path = _loaded_file(lib, path)
         _lib = lib
         return lib
+
+
+def library_path() -> str:
+    """The path of the library file loaded (loading it if not yet)."""
+    load()
+    assert _lib_path is not None
+    return _lib_path
+
+
+def has_function(name: str) -> bool:
+    """Whether the loaded library exports `name` (functions newer than an
+    older library, like vyre_buffer_wrap, may be missing)."""
+    load()
+    return name not in _lib_missing
+
+
+def _require(name: str, what: str) -> None:
+    if name in _lib_missing:
+        raise LibraryLoadError(
+            f"{what}: {library_path()} does not export {name}. Fix: rebuild or reinstall "
+            f"libvyre_cuda from the same release as these bindings.")
 
 
 def _last_error_of(lib):
