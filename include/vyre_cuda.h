@@ -401,9 +401,14 @@ VYRE_API vyre_status vyre_buffer_download_ranges(vyre_buffer buffer,
                                                  const vyre_download_range* ranges,
                                                  size_t range_count);
 
+/** vyre_buffer_info.flags: the buffer borrows memory other CUDA code owns
+ *  (vyre_buffer_wrap); freeing the buffer never frees that memory. */
+#define VYRE_BUFFER_INFO_FLAG_BORROWED (1u << 0)
+
 typedef struct vyre_buffer_info {
   uint32_t struct_size;
-  uint32_t reserved0;
+  /** VYRE_BUFFER_INFO_FLAG_* bits. */
+  uint32_t flags;
   uint64_t bytes;
   /** The raw CUdeviceptr, for interop with other CUDA code in the same
    *  process (valid until the buffer is freed). */
@@ -412,9 +417,54 @@ typedef struct vyre_buffer_info {
 } vyre_buffer_info;
 #define VYRE_BUFFER_INFO_INIT {sizeof(vyre_buffer_info), 0, 0, 0, {0}}
 
-/** Reads a buffer's size, raw device pointer and owning context.
+/** Reads a buffer's size, raw device pointer, flags and owning context.
  *  out->struct_size must be set (VYRE_BUFFER_INFO_INIT). */
 VYRE_API vyre_status vyre_buffer_info_get(vyre_buffer buffer, vyre_buffer_info* out);
+
+/* ------------------------------------------------------------------------ */
+/* Interop with other CUDA code in the process (CuPy, PyTorch, Numba, ...)   */
+/* ------------------------------------------------------------------------ */
+
+typedef struct vyre_buffer_wrap_desc {
+  uint32_t struct_size;
+  /** Must be 0. */
+  uint32_t flags;
+  /** A CUdeviceptr allocated by other CUDA code on the context's device
+   *  (device or managed memory, e.g. from cuMemAlloc, cudaMalloc, a CuPy or
+   *  PyTorch allocator). */
+  uint64_t device_pointer;
+  /** Bytes from device_pointer (> 0), inside that one allocation. */
+  uint64_t bytes;
+} vyre_buffer_wrap_desc;
+#define VYRE_BUFFER_WRAP_DESC_INIT {sizeof(vyre_buffer_wrap_desc), 0, 0, 0}
+
+/** Makes a buffer handle that borrows [device_pointer, device_pointer+bytes):
+ *  usable wherever a vyre_buffer is (resident bindings, upload/download and
+ *  ranges, graphs, sequences). The driver is asked what the pointer is
+ *  (cuPointerGetAttributes): host memory, memory CUDA does not know, memory
+ *  of another device or context, a range past the end of its allocation,
+ *  bytes 0, pointer 0 or flags other than 0 are VYRE_STATUS_INVALID_ARGUMENT.
+ *  vyre_buffer_free releases the handle (after pending work that uses it,
+ *  like owned buffers) and never frees the memory; neither do
+ *  vyre_context_trim nor vyre_context_destroy. The caller keeps the memory
+ *  alive until then. vyre_buffer_info reports VYRE_BUFFER_INFO_FLAG_BORROWED;
+ *  device_bytes_live does not count it. The library's work on it runs on the
+ *  context's stream: order it against other streams with
+ *  vyre_context_wait_stream / vyre_context_signal_stream. */
+VYRE_API vyre_status vyre_buffer_wrap(vyre_context context, const vyre_buffer_wrap_desc* desc,
+                                      vyre_buffer* out);
+
+/** Work the context enqueues after this call starts after the work already
+ *  enqueued on `cu_stream` (a CUstream of the same device; 1 =
+ *  CU_STREAM_LEGACY and 2 = CU_STREAM_PER_THREAD accepted, 0 is refused with
+ *  INVALID_ARGUMENT). Neither side blocks the host: the library records an
+ *  event on `cu_stream` and makes its own stream wait for it. */
+VYRE_API vyre_status vyre_context_wait_stream(vyre_context context, uint64_t cu_stream);
+
+/** Work enqueued on `cu_stream` after this call starts after the work the
+ *  context has already enqueued (same streams as vyre_context_wait_stream).
+ *  The host does not block. */
+VYRE_API vyre_status vyre_context_signal_stream(vyre_context context, uint64_t cu_stream);
 
 /* ------------------------------------------------------------------------ */
 /* Pinned host memory                                                        */

@@ -59,6 +59,9 @@ extern "C" {
   X(vyre_status, vyre_buffer_upload_ranges, (vyre_buffer buffer, const vyre_upload_range* ranges, size_t range_count)) \
   X(vyre_status, vyre_buffer_download_ranges, (vyre_buffer buffer, const vyre_download_range* ranges, size_t range_count)) \
   X(vyre_status, vyre_buffer_info_get, (vyre_buffer buffer, vyre_buffer_info* out)) \
+  X(vyre_status, vyre_buffer_wrap, (vyre_context context, const vyre_buffer_wrap_desc* desc, vyre_buffer* out)) \
+  X(vyre_status, vyre_context_wait_stream, (vyre_context context, uint64_t cu_stream)) \
+  X(vyre_status, vyre_context_signal_stream, (vyre_context context, uint64_t cu_stream)) \
   X(vyre_status, vyre_host_alloc, (vyre_context context, uint64_t bytes, void** out)) \
   X(vyre_status, vyre_host_free, (void* pointer)) \
   X(vyre_status, vyre_host_register, (vyre_context context, void* pointer, uint64_t bytes)) \

@@ -34,6 +34,48 @@ VYRE_API vyre_status vyre_buffer_alloc(vyre_context context, uint64_t bytes, vyr
   });
 }
 
+VYRE_API vyre_status vyre_buffer_wrap(vyre_context context, const vyre_buffer_wrap_desc* desc,
+                                      vyre_buffer* out) {
+  const char* what = "vyre_buffer_wrap";
+  return vyre::ApiCall(what, [&]() -> absl::Status {
+    VYRE_RETURN_IF_ERROR(vyre::RequireOut(what, out, "out"));
+    out->bits = 0;
+    VYRE_ASSIGN_OR_RETURN(std::shared_ptr<vyre::Context> ctx,
+                          vyre::Contexts().Lookup(context.bits, what));
+    vyre_buffer_wrap_desc d;
+    VYRE_RETURN_IF_ERROR(vyre::ReadDescriptor(what, "vyre_buffer_wrap_desc", desc, &d));
+    if (d.flags != 0) {
+      return Errorf(VYRE_STATUS_INVALID_ARGUMENT,
+                    "%s: flags is 0x%x; no flag is defined. Fix: pass flags 0 "
+                    "(VYRE_BUFFER_WRAP_DESC_INIT sets it).",
+                    what, d.flags);
+    }
+    if (d.device_pointer == 0) {
+      return Errorf(VYRE_STATUS_INVALID_ARGUMENT,
+                    "%s: device_pointer is 0. Fix: pass the CUdeviceptr of device memory that "
+                    "other CUDA code allocated (for example a CuPy array's data.ptr or a "
+                    "PyTorch tensor's data_ptr()).",
+                    what);
+    }
+    if (d.bytes == 0) {
+      return Errorf(VYRE_STATUS_INVALID_ARGUMENT,
+                    "%s: bytes is 0. Fix: wrap at least one byte.", what);
+    }
+    VYRE_ASSIGN_OR_RETURN(
+        std::shared_ptr<vyre::Buffer> buffer,
+        vyre::Buffer::Wrap(ctx, static_cast<CUdeviceptr>(d.device_pointer), d.bytes, what));
+    VYRE_ASSIGN_OR_RETURN(uint64_t bits, vyre::Buffers().Insert(buffer));
+    buffer->set_handle(bits);
+    absl::Status adopted = ctx->Adopt(vyre::HandleType::kBuffer, bits, what);
+    if (!adopted.ok()) {
+      vyre::Buffers().Remove(bits, what).IgnoreError();
+      return adopted;
+    }
+    out->bits = bits;
+    return absl::OkStatus();
+  });
+}
+
 VYRE_API vyre_status vyre_buffer_free(vyre_buffer buffer) {
   const char* what = "vyre_buffer_free";
   return vyre::ApiCall(what, [&]() -> absl::Status {
@@ -96,6 +138,7 @@ VYRE_API vyre_status vyre_buffer_info_get(vyre_buffer buffer, vyre_buffer_info* 
     info.bytes = b->bytes();
     info.device_pointer = static_cast<uint64_t>(b->device());
     info.context.bits = b->context().handle();
+    info.flags = b->borrowed() ? VYRE_BUFFER_INFO_FLAG_BORROWED : 0u;
     return vyre::WriteOutStruct(what, "vyre_buffer_info", out, info);
   });
 }

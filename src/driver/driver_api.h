@@ -80,7 +80,9 @@ constexpr int kPinnedDriverVersion = 12000;
   X(cuGraphMemsetNodeGetParams)                \
   X(cuGraphKernelNodeGetParams)                \
   X(cuGraphExecKernelNodeSetParams)            \
-  X(cuGraphExecMemsetNodeSetParams)
+  X(cuGraphExecMemsetNodeSetParams)            \
+  X(cuPointerGetAttributes)                    \
+  X(cuStreamWaitEvent)
 
 enum class Entry : int {
 #define VYRE_DRIVER_ENUM(name) k_##name,

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "absl/container/inlined_vector.h"
+#include "absl/strings/str_format.h"
 
 #include "base/checked_math.h"
 #include "base/status.h"
@@ -34,12 +35,90 @@ absl::StatusOr<std::shared_ptr<Buffer>> Buffer::Allocate(std::shared_ptr<Context
   if (!address.ok()) return address.status();
   context->telemetry().live_buffers.Add();
   return std::shared_ptr<Buffer>(
-      new Buffer(std::move(context), static_cast<CUdeviceptr>(*address), bytes));
+      new Buffer(std::move(context), static_cast<CUdeviceptr>(*address), bytes, false));
+}
+
+absl::StatusOr<std::shared_ptr<Buffer>> Buffer::Wrap(std::shared_ptr<Context> context,
+                                                     CUdeviceptr device, uint64_t bytes,
+                                                     const char* what) {
+  driver::ScopedContext bind(context->cu());
+  VYRE_RETURN_IF_ERROR(bind.status(what));
+  const uint32_t ordinal = context->device().ordinal;
+  // What the driver knows of the pointer. A pointer it does not know is no
+  // error for cuPointerGetAttributes: its memory type reads 0.
+  unsigned int type = 0;
+  CUcontext owner = nullptr;
+  int owner_ordinal = -1;
+  CUdeviceptr start = 0;
+  size_t size = 0;
+  CUpointer_attribute attributes[] = {
+      CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_CONTEXT,
+      CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
+      CU_POINTER_ATTRIBUTE_RANGE_SIZE};
+  void* values[] = {&type, &owner, &owner_ordinal, &start, &size};
+  static_assert(sizeof(attributes) / sizeof(attributes[0]) == sizeof(values) / sizeof(values[0]));
+  const CUresult queried = driver::Api().cuPointerGetAttributes(
+      sizeof(values) / sizeof(values[0]), attributes, values, device);
+  const char* fix_alloc =
+      "pass a pointer from cudaMalloc, cuMemAlloc or another CUDA allocator (CuPy, PyTorch, "
+      "Numba) on device %u, while that memory is allocated";
+  if (queried == CUDA_ERROR_INVALID_VALUE || (queried == CUDA_SUCCESS && type == 0)) {
+    return MakeError(
+        VYRE_STATUS_INVALID_ARGUMENT,
+        absl::StrFormat("%s: device_pointer 0x%x is not memory the CUDA driver knows (freed, "
+                        "plain host memory, or a wrong address). Fix: %s.",
+                        what, device, absl::StrFormat(fix_alloc, ordinal)),
+        queried == CUDA_SUCCESS ? 0 : static_cast<int32_t>(queried));
+  }
+  if (queried != CUDA_SUCCESS) return driver::CuError(queried, what, "cuPointerGetAttributes");
+  if (type == CU_MEMORYTYPE_HOST) {
+    return Errorf(VYRE_STATUS_INVALID_ARGUMENT,
+                  "%s: device_pointer 0x%x is page-locked host memory, not device memory. Fix: "
+                  "wrap device memory; pass host data as a HOST binding, copy it with "
+                  "vyre_buffer_upload, or register it with vyre_host_register.",
+                  what, device);
+  }
+  if (type != CU_MEMORYTYPE_DEVICE && type != CU_MEMORYTYPE_UNIFIED) {
+    return Errorf(VYRE_STATUS_INVALID_ARGUMENT,
+                  "%s: device_pointer 0x%x is memory of CUDA memory type %u, not device or "
+                  "managed memory. Fix: %s.",
+                  what, device, type, absl::StrFormat(fix_alloc, ordinal));
+  }
+  if (owner_ordinal != static_cast<int>(ordinal)) {
+    return Errorf(VYRE_STATUS_INVALID_ARGUMENT,
+                  "%s: device_pointer 0x%x is memory of device %d, but the context is on device "
+                  "%u. Fix: wrap it in a context created for device %d, or allocate the memory "
+                  "on device %u.",
+                  what, device, owner_ordinal, ordinal, owner_ordinal, ordinal);
+  }
+  if (owner != nullptr && owner != context->cu()) {
+    return Errorf(VYRE_STATUS_INVALID_ARGUMENT,
+                  "%s: device_pointer 0x%x belongs to a CUDA context other than device %u's "
+                  "primary context, which vyre-cuda (and the CUDA runtime) use, so kernels "
+                  "here cannot reach it. Fix: allocate it in the primary context (cudaMalloc, "
+                  "CuPy, PyTorch and Numba do; with the driver API, make the context of "
+                  "cuDevicePrimaryCtxRetain current first).",
+                  what, device, ordinal);
+  }
+  const uint64_t offset = device >= start ? device - start : ~uint64_t{0};
+  if (size == 0 || !RangeInside(offset, bytes, size)) {
+    const uint64_t left = offset <= size ? size - offset : 0;
+    return Errorf(VYRE_STATUS_INVALID_ARGUMENT,
+                  "%s: [device_pointer 0x%x, +%u bytes) ends past its allocation: the "
+                  "allocation at 0x%x holds %u bytes, of which %u are left from device_pointer, "
+                  "and %u bytes were asked. Fix: pass bytes of at most %u, or wrap a pointer "
+                  "and size inside one allocation.",
+                  what, device, bytes, start, size, left, bytes, left);
+  }
+  context->telemetry().live_buffers.Add();
+  return std::shared_ptr<Buffer>(new Buffer(std::move(context), device, bytes, true));
 }
 
 Buffer::~Buffer() {
-  driver::ScopedContext bind(context_->cu(), driver::ScopedContext::Purpose::kRelease);
-  FreeDeviceBytes(device_, bytes_, &context_->telemetry());
+  if (!borrowed_) {
+    driver::ScopedContext bind(context_->cu(), driver::ScopedContext::Purpose::kRelease);
+    FreeDeviceBytes(device_, bytes_, &context_->telemetry());
+  }
   context_->telemetry().live_buffers.Sub(1);
 }
 

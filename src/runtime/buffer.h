@@ -19,6 +19,13 @@ class Buffer {
  public:
   static absl::StatusOr<std::shared_ptr<Buffer>> Allocate(std::shared_ptr<Context> context,
                                                           uint64_t bytes);
+  // A buffer over [device, device + bytes) of memory other CUDA code owns
+  // (vyre_buffer_wrap), after asking the driver what the pointer is: device
+  // (or managed) memory of the context's device and primary context, the
+  // range inside one allocation. Its memory is never freed by the library.
+  static absl::StatusOr<std::shared_ptr<Buffer>> Wrap(std::shared_ptr<Context> context,
+                                                      CUdeviceptr device, uint64_t bytes,
+                                                      const char* what);
   ~Buffer();
   Buffer(const Buffer&) = delete;
   Buffer& operator=(const Buffer&) = delete;
@@ -29,6 +36,8 @@ class Buffer {
   uint64_t bytes() const { return bytes_; }
   uint64_t handle() const { return handle_; }
   void set_handle(uint64_t bits) { handle_ = bits; }
+  // The memory belongs to other CUDA code (vyre_buffer_wrap).
+  bool borrowed() const { return borrowed_; }
 
   // The handle was freed (or its context destroyed). Graphs and sequences that
   // still hold the memory refuse to run with it from then on.
@@ -39,8 +48,8 @@ class Buffer {
   absl::Status Download(const vyre_download_range* ranges, size_t count, const char* what);
 
  private:
-  Buffer(std::shared_ptr<Context> context, CUdeviceptr device, uint64_t bytes)
-      : context_(std::move(context)), device_(device), bytes_(bytes) {}
+  Buffer(std::shared_ptr<Context> context, CUdeviceptr device, uint64_t bytes, bool borrowed)
+      : context_(std::move(context)), device_(device), bytes_(bytes), borrowed_(borrowed) {}
   template <typename Range>
   absl::Status CheckRanges(const Range* ranges, size_t count, const char* what,
                            uint64_t* total) const;
@@ -48,6 +57,7 @@ class Buffer {
   std::shared_ptr<Context> context_;  // first: outlives the memory below
   CUdeviceptr device_;
   uint64_t bytes_;
+  bool borrowed_;  // never freed here: the memory is the caller's
   uint64_t handle_ = 0;
   std::atomic<bool> freed_{false};
 };

@@ -136,6 +136,7 @@ Context::~Context() {
   }
   capture_stream_.reset();
   retired_capture_streams_.clear();
+  interop_event_.reset();
   modules_.reset();
   staging_.reset();
   events_.reset();
@@ -230,11 +231,56 @@ void Context::RetireCaptureStream() {
   retired_capture_streams_.push_back(std::move(capture_stream_));
 }
 
+absl::Status Context::OrderStreams(CUstream first, CUstream then, const char* what,
+                                   const char* first_name) {
+  driver::ScopedContext bind(cu());
+  VYRE_RETURN_IF_ERROR(bind.status(what));
+  std::lock_guard lock(interop_mu_);
+  if (!interop_event_) {
+    VYRE_CU(absl::StrCat(what, ": creating the context's stream-ordering event"), cuEventCreate,
+            interop_event_.out(), CU_EVENT_DISABLE_TIMING);
+  }
+  // A stream handle the driver refuses is the caller's cu_stream: its Fix
+  // says what to pass.
+  auto fix_for = [&](CUstream s, CUresult r) -> absl::string_view {
+    const bool refused = r == CUDA_ERROR_INVALID_HANDLE || r == CUDA_ERROR_INVALID_VALUE ||
+                         r == CUDA_ERROR_INVALID_CONTEXT || r == CUDA_ERROR_CONTEXT_IS_DESTROYED;
+    if (s == stream() || !refused) return {};
+    return "pass a live CUstream of the context's device, created in its primary context (the "
+           "CUDA runtime's, which CuPy, PyTorch and Numba use), or 1 for the legacy default "
+           "stream";
+  };
+  CUresult r = driver::Api().cuEventRecord(interop_event_.get(), first);
+  if (r != CUDA_SUCCESS) {
+    return driver::CuError(r, absl::StrCat(what, ": recording an event on ", first_name),
+                           "cuEventRecord", fix_for(first, r));
+  }
+  r = driver::Api().cuStreamWaitEvent(then, interop_event_.get(), 0);
+  if (r != CUDA_SUCCESS) {
+    return driver::CuError(r,
+                           absl::StrCat(what, then == stream()
+                                                  ? ": making the context's stream wait for it"
+                                                  : ": making cu_stream wait for it"),
+                           "cuStreamWaitEvent", fix_for(then, r));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Context::WaitForStream(CUstream other, const char* what) {
+  return OrderStreams(other, stream(), what, "cu_stream");
+}
+
+absl::Status Context::SignalStream(CUstream other, const char* what) {
+  return OrderStreams(stream(), other, what, "the context's stream");
+}
+
 void Context::Trim() {
   driver::ScopedContext bind(cu(), driver::ScopedContext::Purpose::kRelease);
   staging_->Trim();
   device_pool_->Trim();
   pinned_pool_->Trim();
+  std::lock_guard lock(interop_mu_);
+  interop_event_.reset();
 }
 
 vyre_telemetry Context::Snapshot() const {

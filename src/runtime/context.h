@@ -74,6 +74,13 @@ class Context {
   // aside (released with the context) so the next recording makes another.
   void RetireCaptureStream();
 
+  // Orders the work stream against a stream of other CUDA code in the
+  // process (vyre_context_wait_stream / _signal_stream): an event recorded on
+  // one and waited for by the other, without blocking the host. `other` is a
+  // CUstream of this device (CU_STREAM_LEGACY and CU_STREAM_PER_THREAD too).
+  absl::Status WaitForStream(CUstream other, const char* what);
+  absl::Status SignalStream(CUstream other, const char* what);
+
   void Trim();
   vyre_telemetry Snapshot() const;
 
@@ -103,6 +110,14 @@ class Context {
   std::mutex capture_mu_;
   driver::StreamGuard capture_stream_;  // guarded by capture_mu_
   std::vector<driver::StreamGuard> retired_capture_streams_;  // guarded by capture_mu_
+
+  // One event for WaitForStream and SignalStream, created on first use and
+  // reused (released by Trim): recording and waiting happen under the mutex,
+  // so a wait always sees its own record.
+  absl::Status OrderStreams(CUstream first, CUstream then, const char* what,
+                            const char* first_name);
+  std::mutex interop_mu_;
+  driver::EventGuard interop_event_;  // guarded by interop_mu_
 
   std::mutex recycled_mu_;  // std::mutex: on the async dispatch path
   std::vector<std::shared_ptr<PendingDispatch>> recycled_;

@@ -19,6 +19,8 @@ static const any_fn kFunctions[] = {
     (any_fn)vyre_buffer_free,      (any_fn)vyre_buffer_upload,
     (any_fn)vyre_buffer_download,  (any_fn)vyre_buffer_upload_ranges,
     (any_fn)vyre_buffer_download_ranges, (any_fn)vyre_buffer_info_get,
+    (any_fn)vyre_buffer_wrap,      (any_fn)vyre_context_wait_stream,
+    (any_fn)vyre_context_signal_stream,
     (any_fn)vyre_program_create,   (any_fn)vyre_program_destroy,
     (any_fn)vyre_dispatch,         (any_fn)vyre_dispatch_async,
     (any_fn)vyre_pending_poll,     (any_fn)vyre_pending_wait,
@@ -44,6 +46,7 @@ int header_check_inits(void) {
   vyre_context_desc context_desc = VYRE_CONTEXT_DESC_INIT;
   vyre_telemetry telemetry = VYRE_TELEMETRY_INIT;
   vyre_buffer_info buffer_info = VYRE_BUFFER_INFO_INIT;
+  vyre_buffer_wrap_desc wrap_desc = VYRE_BUFFER_WRAP_DESC_INIT;
   vyre_binding_decl binding_decl = VYRE_BINDING_DECL_INIT;
   vyre_program_desc program_desc = VYRE_PROGRAM_DESC_INIT;
   vyre_dispatch_binding dispatch_binding = VYRE_DISPATCH_BINDING_INIT;
@@ -79,7 +82,10 @@ int header_check_inits(void) {
   ok &= device_info.struct_size == sizeof(vyre_device_info);
   ok &= context_desc.struct_size == sizeof(vyre_context_desc);
   ok &= telemetry.struct_size == sizeof(vyre_telemetry);
-  ok &= buffer_info.struct_size == sizeof(vyre_buffer_info);
+  ok &= buffer_info.struct_size == sizeof(vyre_buffer_info) && buffer_info.flags == 0 &&
+        VYRE_BUFFER_INFO_FLAG_BORROWED == 1u;
+  ok &= wrap_desc.struct_size == sizeof(vyre_buffer_wrap_desc) && wrap_desc.flags == 0 &&
+        wrap_desc.device_pointer == 0 && wrap_desc.bytes == 0;
   ok &= binding_decl.struct_size == sizeof(vyre_binding_decl);
   ok &= program_desc.struct_size == sizeof(vyre_program_desc);
   ok &= dispatch_binding.struct_size == sizeof(vyre_dispatch_binding);

@@ -31,6 +31,14 @@ static_assert(std::is_same_v<decltype(&vyre_graph_replay),
                                              vyre_timing*)>);
 static_assert(std::is_same_v<decltype(&vyre_sequence_record),
                              vyre_status (*)(vyre_sequence, vyre_graph*)>);
+static_assert(std::is_same_v<decltype(&vyre_buffer_wrap),
+                             vyre_status (*)(vyre_context, const vyre_buffer_wrap_desc*,
+                                             vyre_buffer*)>);
+static_assert(std::is_same_v<decltype(&vyre_context_wait_stream),
+                             vyre_status (*)(vyre_context, uint64_t)>);
+static_assert(std::is_same_v<decltype(&vyre_context_signal_stream),
+                             vyre_status (*)(vyre_context, uint64_t)>);
+static_assert(std::is_standard_layout_v<vyre_buffer_wrap_desc>);
 static_assert(!std::is_same_v<vyre_graph, vyre_sequence>);
 static_assert(sizeof(vyre_graph) == 8 && sizeof(vyre_sequence) == 8);
 static_assert(sizeof(vyre_graph_node_kind) == 4 && sizeof(vyre_step_kind) == 4);
@@ -43,6 +51,7 @@ int HeaderCheckInits() {
   vyre_context_desc context_desc = VYRE_CONTEXT_DESC_INIT;
   vyre_telemetry telemetry = VYRE_TELEMETRY_INIT;
   vyre_buffer_info buffer_info = VYRE_BUFFER_INFO_INIT;
+  vyre_buffer_wrap_desc wrap_desc = VYRE_BUFFER_WRAP_DESC_INIT;
   vyre_binding_decl binding_decl = VYRE_BINDING_DECL_INIT;
   vyre_program_desc program_desc = VYRE_PROGRAM_DESC_INIT;
   vyre_dispatch_binding dispatch_binding = VYRE_DISPATCH_BINDING_INIT;
@@ -59,7 +68,8 @@ int HeaderCheckInits() {
   ok &= device_info.struct_size == sizeof(device_info);
   ok &= context_desc.struct_size == sizeof(context_desc);
   ok &= telemetry.struct_size == sizeof(telemetry);
-  ok &= buffer_info.struct_size == sizeof(buffer_info);
+  ok &= buffer_info.struct_size == sizeof(buffer_info) && buffer_info.flags == 0;
+  ok &= wrap_desc.struct_size == sizeof(wrap_desc) && wrap_desc.flags == 0;
   ok &= binding_decl.struct_size == sizeof(binding_decl);
   ok &= program_desc.struct_size == sizeof(program_desc);
   ok &= dispatch_binding.struct_size == sizeof(dispatch_binding);

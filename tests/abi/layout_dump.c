@@ -88,9 +88,16 @@ int main(void) {
 
   STRUCT(vyre_buffer_info);
   FIELD(vyre_buffer_info, struct_size);
+  FIELD(vyre_buffer_info, flags);
   FIELD(vyre_buffer_info, bytes);
   FIELD(vyre_buffer_info, device_pointer);
   FIELD(vyre_buffer_info, context);
+
+  STRUCT(vyre_buffer_wrap_desc);
+  FIELD(vyre_buffer_wrap_desc, struct_size);
+  FIELD(vyre_buffer_wrap_desc, flags);
+  FIELD(vyre_buffer_wrap_desc, device_pointer);
+  FIELD(vyre_buffer_wrap_desc, bytes);
 
   STRUCT(vyre_binding_decl);
   FIELD(vyre_binding_decl, struct_size);

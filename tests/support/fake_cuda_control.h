@@ -80,6 +80,14 @@ typedef struct fake_cuda_stats {
   /* With FAKE_CUDA_DEFER_ALL=1: kernels run when the host waited, in order
    * with the copies and memsets (cumulative). */
   uint64_t deferred_kernels;
+  /* cuStreamWaitEvent calls accepted (cumulative), and of the last one the
+   * stream that waited and the stream its event was last recorded on (CUstream
+   * values as integers: 0 the NULL stream, 1 legacy, 2 per-thread). */
+  uint64_t stream_waits;
+  uint64_t last_wait_stream;
+  uint64_t last_wait_event_stream;
+  /* cuPointerGetAttributes calls (cumulative). */
+  uint64_t pointer_queries;
 } fake_cuda_stats;
 
 typedef void (*fake_cuda_get_stats_fn)(fake_cuda_stats* out);

@@ -229,6 +229,7 @@ struct FakeStream {
 struct FakeEvent {
   unsigned flags = 0;
   bool recorded = false;
+  uint64_t stream = 0;    // the stream of the last cuEventRecord (as an integer)
   bool captured = false;  // last recorded in a capturing stream
   std::chrono::steady_clock::time_point time;
 };
@@ -880,6 +881,76 @@ CUresult fake_cuMemHostUnregister(void* ptr) {
   --S().stats.registered_ranges_live;
   S().stats.registered_bytes_live -= it->second;
   S().registered.erase(it);
+  return CUDA_SUCCESS;
+}
+
+// The allocation in `ranges` holding `address`: true with its base and size.
+bool FindRange(const std::map<uintptr_t, size_t>& ranges, uintptr_t address, uintptr_t* base,
+               size_t* bytes) {
+  auto it = ranges.upper_bound(address);
+  if (it == ranges.begin()) return false;
+  --it;
+  if (address - it->first >= std::max<size_t>(it->second, 1)) return false;
+  *base = it->first;
+  *bytes = it->second;
+  return true;
+}
+
+// As the real driver documents: a pointer CUDA does not know is no error;
+// its attributes read as "none" (memory type 0, a NULL context, range 0; the
+// ordinal -2 here). Device allocations are CU_MEMORYTYPE_DEVICE, pinned allocations
+// and registered ranges CU_MEMORYTYPE_HOST, all on device 0 in the primary
+// context. Attributes this fake does not model are misuse.
+CUresult fake_cuPointerGetAttributes(unsigned int count, CUpointer_attribute* attributes,
+                                     void** data, CUdeviceptr ptr) {
+  Lock lock(S().mu);
+  if (CUresult r = RequireInit("cuPointerGetAttributes")) return r;
+  if (count > 0 && (attributes == nullptr || data == nullptr)) {
+    return Misuse(CUDA_ERROR_INVALID_VALUE, "cuPointerGetAttributes: NULL arrays");
+  }
+  State& s = S();
+  ++s.stats.pointer_queries;
+  const uintptr_t address = static_cast<uintptr_t>(ptr);
+  uintptr_t base = 0;
+  size_t bytes = 0;
+  unsigned int type = 0;
+  if (FindRange(s.device_allocations, address, &base, &bytes)) {
+    type = CU_MEMORYTYPE_DEVICE;
+  } else if (FindRange(s.pinned_allocations, address, &base, &bytes) ||
+             FindRange(s.registered, address, &base, &bytes)) {
+    type = CU_MEMORYTYPE_HOST;
+  }
+  const bool known = type != 0;
+  for (unsigned int i = 0; i < count; ++i) {
+    if (data[i] == nullptr) {
+      return Misuse(CUDA_ERROR_INVALID_VALUE, "cuPointerGetAttributes: NULL data[%u]", i);
+    }
+    switch (attributes[i]) {
+      case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
+        *static_cast<unsigned int*>(data[i]) = type;
+        break;
+      case CU_POINTER_ATTRIBUTE_CONTEXT:
+        *static_cast<CUcontext*>(data[i]) =
+            known ? reinterpret_cast<CUcontext>(&s.primary) : nullptr;
+        break;
+      case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
+        *static_cast<int*>(data[i]) = known ? 0 : -2;
+        break;
+      case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
+        *static_cast<CUdeviceptr*>(data[i]) = known ? static_cast<CUdeviceptr>(base) : 0;
+        break;
+      case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
+        *static_cast<size_t*>(data[i]) = known ? bytes : 0;
+        break;
+      case CU_POINTER_ATTRIBUTE_IS_MANAGED:
+        *static_cast<unsigned int*>(data[i]) = 0;
+        break;
+      default:
+        return Misuse(CUDA_ERROR_INVALID_VALUE,
+                      "cuPointerGetAttributes: attribute %d is not modelled by the fake",
+                      static_cast<int>(attributes[i]));
+    }
+  }
   return CUDA_SUCCESS;
 }
 
@@ -1805,7 +1876,34 @@ CUresult fake_cuEventRecord(CUevent event, CUstream stream) {
   }
   e->captured = false;
   e->recorded = true;
+  e->stream = reinterpret_cast<uint64_t>(stream);
   e->time = std::chrono::steady_clock::now();
+  return CUDA_SUCCESS;
+}
+
+// Streams run their work at once (or, deferred, in one queue in enqueue
+// order), so a wait orders nothing here; it is validated and counted, and the
+// streams it joined are kept for tests (fake_cuda_stats.last_wait_*).
+CUresult fake_cuStreamWaitEvent(CUstream stream, CUevent event, unsigned int flags) {
+  Lock lock(S().mu);
+  if (CUresult r = RequireContext("cuStreamWaitEvent", kEnqueue)) return r;
+  if (S().latent != CUDA_SUCCESS) return CUDA_SUCCESS;  // a latent fault: accepted, dropped
+  if (CUresult r = CheckStream(stream, "cuStreamWaitEvent")) return r;
+  FakeEvent* e = FindEvent(event);
+  if (e == nullptr) return Misuse(CUDA_ERROR_INVALID_HANDLE, "cuStreamWaitEvent: unknown event");
+  if (flags != 0 && flags != CU_EVENT_WAIT_EXTERNAL) {
+    return Misuse(CUDA_ERROR_INVALID_VALUE, "cuStreamWaitEvent: flags 0x%x", flags);
+  }
+  if (!e->recorded && !e->captured) {
+    // Legal (the wait is then a no-op), but the engine always records first.
+    return Misuse(CUDA_ERROR_INVALID_HANDLE, "cuStreamWaitEvent on an event never recorded");
+  }
+  FakeCapture* capture = nullptr;
+  if (CUresult r = StreamCapture(stream, "cuStreamWaitEvent", &capture)) return r;
+  State& s = S();
+  ++s.stats.stream_waits;
+  s.stats.last_wait_stream = reinterpret_cast<uint64_t>(stream);
+  s.stats.last_wait_event_stream = e->stream;
   return CUDA_SUCCESS;
 }
 
@@ -2303,6 +2401,8 @@ const ProcEntry kProcs[] = {
     FAKE_PROC(cuGraphKernelNodeGetParams),
     FAKE_PROC(cuGraphExecKernelNodeSetParams),
     FAKE_PROC(cuGraphExecMemsetNodeSetParams),
+    FAKE_PROC(cuPointerGetAttributes),
+    FAKE_PROC(cuStreamWaitEvent),
 };
 #undef FAKE_PROC
 

@@ -96,6 +96,19 @@ std::vector<HandleCall> AllHandleCalls() {
        }},
       {"vyre_program_create", K::kContext,
        [](uint64_t bits) { return CreateAddProgram(vyre_context{bits}); }},
+      {"vyre_buffer_wrap", K::kContext,
+       [](uint64_t bits) {
+         // The handle is checked before the pointer is.
+         vyre_buffer_wrap_desc desc = VYRE_BUFFER_WRAP_DESC_INIT;
+         desc.device_pointer = 0x100000;
+         desc.bytes = 16;
+         vyre_buffer buffer{0};
+         return vyre_buffer_wrap(vyre_context{bits}, &desc, &buffer);
+       }},
+      {"vyre_context_wait_stream", K::kContext,
+       [](uint64_t bits) { return vyre_context_wait_stream(vyre_context{bits}, 1); }},
+      {"vyre_context_signal_stream", K::kContext,
+       [](uint64_t bits) { return vyre_context_signal_stream(vyre_context{bits}, 1); }},
       {"vyre_buffer_free", K::kBuffer,
        [](uint64_t bits) { return vyre_buffer_free(vyre_buffer{bits}); }},
       {"vyre_buffer_upload", K::kBuffer,

@@ -32,6 +32,7 @@
 #include "driver/fault_injection.h"
 #include "fake_cuda_client.h"
 #include "injected_results.h"
+#include "raw_driver.h"
 #include "vyre_cuda.h"
 #include "vyre_test_util.h"
 
@@ -650,6 +651,65 @@ TEST_F(FaultInjectionTest, LargeCopiesAndPinnedHostMemory) {
              }};
   Sweep(s);
   std::free(caller_memory);
+}
+
+// Interop: a wrap of memory "other CUDA code" allocated (cuPointerGetAttributes),
+// an upload into it, the context waiting for a stream of that code, a dispatch
+// on the wrapped buffer, the stream waiting for the context (the context's
+// stream-ordering event is made on first use after each trim), a download
+// and the free. The raw memory and stream come from the driver directly
+// (raw_driver.h, not the library's table, so no fault is injected there);
+// after a device fault the reset reclaims them and setup makes new ones.
+TEST_F(FaultInjectionTest, WrappedBufferAndStreamOrdering) {
+  vyre_program inc{0};
+  CUdeviceptr raw_memory = 0;
+  CUstream raw_stream = nullptr;
+  const size_t n = 2048;
+  const std::vector<uint32_t> data = RandomNonZeroU32(n, 51);
+  std::vector<uint32_t> expected = data;
+  for (uint32_t& v : expected) v += 1;
+  std::vector<uint32_t> back;
+  Scenario s{"wrapped buffer and stream ordering",
+             [&] { back.assign(n, kPoison); },
+             [&]() -> vyre_status {
+               FirstError e;
+               vyre_buffer_wrap_desc desc = VYRE_BUFFER_WRAP_DESC_INIT;
+               desc.device_pointer = static_cast<uint64_t>(raw_memory);
+               desc.bytes = n * 4;
+               vyre_buffer wrapped{0};
+               if (!e.Ok(vyre_buffer_wrap(context_, &desc, &wrapped))) return e.Result();
+               DispatchSpec spec;
+               spec.bindings = {Resident(wrapped)};
+               spec.param_words = {uint32_t(n)};
+               vyre_dispatch_desc d = spec.Desc();
+               const uint64_t stream = reinterpret_cast<uint64_t>(raw_stream);
+               e.Ok(vyre_buffer_upload(wrapped, 0, data.data(), n * 4)) &&
+                   e.Ok(vyre_context_wait_stream(context_, stream)) &&
+                   e.Ok(vyre_dispatch(inc, &d, nullptr)) &&
+                   e.Ok(vyre_context_signal_stream(context_, stream)) &&
+                   e.Ok(vyre_buffer_download(wrapped, 0, back.data(), n * 4));
+               e.Cleanup(vyre_buffer_free(wrapped));
+               return e.Result();
+             },
+             [&] { return SameU32(back, expected); }};
+  s.setup = [&] {
+    inc = MakeProgram(context_, IncSpec());
+    RawPrimaryContext raw;
+    ASSERT_TRUE(raw.ok()) << raw.error();
+    ASSERT_EQ(raw.api().cuMemAlloc(&raw_memory, n * 4), CUDA_SUCCESS);
+    ASSERT_EQ(raw.api().cuStreamCreate(&raw_stream, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  };
+  s.release = [&] {
+    Released(vyre_program_destroy(inc));
+    RawPrimaryContext raw;
+    ASSERT_TRUE(raw.ok()) << raw.error();
+    // After a device fault these are refused; the device reset reclaims them.
+    raw.api().cuStreamDestroy(raw_stream);
+    raw.api().cuMemFree(raw_memory);
+    raw_stream = nullptr;
+    raw_memory = 0;
+  };
+  Sweep(s);
 }
 
 // A pending released without a wait: its work is waited for by the release,
