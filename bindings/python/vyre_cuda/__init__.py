@@ -54,7 +54,22 @@ Objects (Context, Buffer, Program, Pending, Graph, Sequence, EgraphImage) own
 a library handle: close() them or use them as context managers; garbage
 collection closes them too. A child keeps its Context alive, and closing a
 Context releases everything it owns (the children's close() then does nothing).
+
+Interop with CuPy, PyTorch, Numba and anything else that speaks
+__cuda_array_interface__ (v3) or DLPack, without copies:
+
+        buf = ctx.upload(a)                     # a resident Buffer
+        t = torch.from_dlpack(buf)              # 1-D uint8 over its bytes
+        c = cupy.asarray(buf.as_array("uint32"))  # a typed view (DeviceArray)
+        prog.dispatch([t_a, cupy_b, numba_out], params=[n])   # bound in place
+
+A foreign device array passed as a binding is wrapped for the call
+(vyre_buffer_wrap), after the context waits for its stream (its CAI
+"stream", or for DLPack the dispatch's `stream`, default the legacy default
+stream); it must be C-contiguous. numpy arrays are host bindings.
 """
+
+from __future__ import annotations
 
 import array as _array
 import ctypes
@@ -66,7 +81,10 @@ import sys
 import threading
 from ctypes import (POINTER, Structure, byref, c_char, c_char_p, c_int, c_int32,
                     c_size_t, c_uint32, c_uint64, c_void_p)
-from typing import Optional
+from typing import (Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple,
+                    Union)
+
+from . import _dlpack
 
 __all__ = [
     "VERSION_MAJOR", "WAIT_FOREVER", "DISPATCH_FLAG_DEVICE_TIMING", "DISPATCH_FLAG_COOPERATIVE",
@@ -79,10 +97,10 @@ __all__ = [
     "Graph", "Sequence",
     "Step", "DispatchStep", "FillStep", "CopyStep", "UploadStep", "DownloadStep", "Repeat",
     "EgraphImage", "EgraphRebuildResult",
-    "load", "library_path", "has_function", "version", "version_string", "status_name",
-    "last_error", "last_error_log",
-    "device_count",
+    "load", "library_path", "has_function", "version", "version_string", "status_name", "last_error",
+    "last_error_log", "device_count",
     "device_info", "set_log_callback", "f32", "f64",
+    "BUFFER_INFO_FLAG_BORROWED", "DeviceArray", "STREAM_LEGACY", "STREAM_PER_THREAD",
 ]
 
 #: The major version of vyre_cuda.h these bindings were written for.
@@ -99,6 +117,15 @@ EGRAPH_REBUILD_RESET = 1 << 0
 EGRAPH_REBUILD_DEVICE_TIMING = 1 << 1
 #: Testing: group rows by a deliberately weak hash (op and arity only).
 EGRAPH_REBUILD_COLLIDING_HASH = 1 << 2
+
+#: vyre_buffer_info.flags: the buffer borrows memory other CUDA code owns.
+BUFFER_INFO_FLAG_BORROWED = 1 << 0
+#: CU_STREAM_LEGACY and CU_STREAM_PER_THREAD, as stream arguments.
+STREAM_LEGACY = 1
+STREAM_PER_THREAD = 2
+
+#: A grid or block size: one int, 1-3 ints, or None for the default.
+Dim3 = Union[int, Sequence[int], None]
 
 _U32_MAX = 2 ** 32 - 1
 _U64_MAX = 2 ** 64 - 1
@@ -308,10 +335,20 @@ class BufferInfoStruct(Structure):
     _c_name_ = "vyre_buffer_info"
     _fields_ = [
         ("struct_size", c_uint32),
-        ("reserved0", c_uint32),
+        ("flags", c_uint32),
         ("bytes", c_uint64),
         ("device_pointer", c_uint64),
         ("context", ContextHandle),
+    ]
+
+
+class BufferWrapDescStruct(Structure):
+    _c_name_ = "vyre_buffer_wrap_desc"
+    _fields_ = [
+        ("struct_size", c_uint32),
+        ("flags", c_uint32),
+        ("device_pointer", c_uint64),
+        ("bytes", c_uint64),
     ]
 
 
@@ -534,6 +571,7 @@ class EgraphRebuildDescStruct(Structure):
 C_STRUCTS = (ContextHandle, BufferHandle, ProgramHandle, PendingHandle, GraphHandle,
              SequenceHandle, EgraphImageHandle, DeviceInfoStruct, ContextDescStruct,
              TelemetryStruct, UploadRangeStruct, DownloadRangeStruct, BufferInfoStruct,
+             BufferWrapDescStruct,
              BindingDeclStruct, KernelParamStruct, ProgramDescStruct, DispatchBindingStruct,
              DispatchDescStruct, TimingStruct, GraphReplayDescStruct, GraphInfoStruct,
              KernelNodeUpdateStruct, SequenceStepStruct, SequenceDescStruct,
@@ -589,6 +627,10 @@ _PROTOTYPES = {
     "vyre_buffer_upload_ranges": (_S, [BufferHandle, POINTER(UploadRangeStruct), c_size_t]),
     "vyre_buffer_download_ranges": (_S, [BufferHandle, POINTER(DownloadRangeStruct), c_size_t]),
     "vyre_buffer_info_get": (_S, [BufferHandle, POINTER(BufferInfoStruct)]),
+    "vyre_buffer_wrap": (_S, [ContextHandle, POINTER(BufferWrapDescStruct),
+                              POINTER(BufferHandle)]),
+    "vyre_context_wait_stream": (_S, [ContextHandle, c_uint64]),
+    "vyre_context_signal_stream": (_S, [ContextHandle, c_uint64]),
     "vyre_host_alloc": (_S, [ContextHandle, c_uint64, POINTER(c_void_p)]),
     "vyre_host_free": (_S, [c_void_p]),
     "vyre_host_register": (_S, [ContextHandle, c_void_p, c_uint64]),
@@ -633,6 +675,11 @@ _PROTOTYPES = {
     "vyre_egraph_rebuild_async": (_S, [EgraphImageHandle, POINTER(EgraphRebuildDescStruct),
                                        POINTER(PendingHandle)]),
 }
+
+# Functions newer than some libraries these bindings may load: a library
+# without them still loads, and only the features that need them fail.
+_OPTIONAL = frozenset({"vyre_buffer_wrap", "vyre_context_wait_stream",
+                       "vyre_context_signal_stream"})
 
 
 # ---------------------------------------------------------------------------
@@ -734,6 +781,9 @@ def load(path: Optional[str] = None) -> ctypes.CDLL:
             try:
                 fn = getattr(lib, name)
             except AttributeError:
+                if name in _OPTIONAL:
+                    missing.add(name)
+                    continue
                 raise LibraryLoadError(
                     f"{path} does not export {name}. Fix: point VYRE_CUDA_LIBRARY at a "
                     f"libvyre_cuda.so.0 that matches these bindings.") from None
@@ -1025,18 +1075,58 @@ def _resident_range(entry):
         return BufferRange(entry)
     if isinstance(entry, BufferRange):
         return entry
+    if isinstance(entry, DeviceArray):
+        return entry.range()
     return None
 
 
-def _marshal_bindings(decls, bindings):
+class _Imports(list):
+    """The borrowed Buffers wrapping foreign device arrays for one call,
+    released together once the library is done with them."""
+
+    def streams(self) -> List[int]:
+        seen: List[int] = []
+        for buf in self:
+            if buf._stream is not None and buf._stream not in seen and buf._stream != -1:
+                seen.append(buf._stream)
+        return seen
+
+    def signal(self, context: Context) -> None:
+        """After enqueueing: the producers' streams wait for that work."""
+        for stream in self.streams():
+            context.signal_stream(stream)
+
+    def release(self) -> None:
+        while self:
+            buf = self.pop()
+            try:
+                buf.close()
+            except Exception:
+                pass
+
+
+def _marshal_bindings(decls, bindings, context=None, stream=None):
     """vyre_dispatch_binding structs for one entry per declared binding.
 
     decls: the program's Binding list (their roles say how host data is
-    bound). Returns (structs, keep, keep_out, outputs, residents): keep holds
-    what C reads during the call, keep_out the host output memory (it must
-    live until the wait), outputs[i] the host object receiving binding i's
-    result (or None), residents the Buffers bound."""
+    bound). context: where foreign device arrays are wrapped (None: they are
+    not recognised); stream: the stream a DLPack producer orders its work
+    before. Returns (structs, keep, keep_out, outputs, residents, imports):
+    keep holds what C reads during the call, keep_out the host output memory
+    (it must live until the wait), outputs[i] the host object receiving
+    binding i's result (or None), residents the Buffers bound (wrapped ones
+    included), imports the wrapped foreign arrays (an _Imports the caller
+    releases)."""
     bindings = list(bindings)
+    imports = _Imports()
+    try:
+        return _marshal_into(decls, bindings, context, stream, imports) + (imports,)
+    except BaseException:
+        imports.release()
+        raise
+
+
+def _marshal_into(decls, bindings, context, stream, imports):
     keep = []
     keep_out = []
     residents = []
@@ -1047,6 +1137,13 @@ def _marshal_bindings(decls, bindings):
         s = _new(DispatchBindingStruct, source=int(Source.HOST))
         what = f"binding {i}"
         resident = _resident_range(entry)
+        if (resident is None and context is not None and role != Role.SHARED
+                and not isinstance(entry, _HOST_TYPES)):
+            wrapped = _foreign(entry, what, role in (Role.OUTPUT, Role.INPUT_OUTPUT), context,
+                               stream)
+            if wrapped is not None:
+                imports.append(wrapped)
+                resident = BufferRange(wrapped)
         if resident is not None:
             s.source = int(Source.RESIDENT)
             s.buffer = BufferHandle(resident.buffer.handle)
@@ -1184,6 +1281,75 @@ class Context(_Object):
         handle = ContextHandle()
         _call("vyre_context_create", byref(desc), byref(handle))
         self._bits = handle.bits
+        #: The device ordinal.
+        self.device = device
+        # Pendings not yet waited or released: while there are none, no work
+        # of this context is in flight, and exports need no stream ordering.
+        self._unwaited = 0
+        self._unwaited_lock = threading.Lock()
+
+    def _pending_started(self) -> None:
+        with self._unwaited_lock:
+            self._unwaited += 1
+
+    def _pending_finished(self) -> None:
+        with self._unwaited_lock:
+            self._unwaited -= 1
+
+    def wait_stream(self, stream: int) -> None:
+        """Work this context enqueues from now on starts after the work
+        already enqueued on `stream` (a CUstream of this device as an int:
+        torch.cuda.Stream.cuda_stream, cupy.cuda.Stream.ptr; STREAM_LEGACY
+        (1) and STREAM_PER_THREAD (2) too). The host does not block."""
+        _require("vyre_context_wait_stream", "Context.wait_stream")
+        _call("vyre_context_wait_stream", self._h(), _stream_value(stream, "stream"))
+
+    def signal_stream(self, stream: int) -> None:
+        """Work enqueued on `stream` from now on starts after the work this
+        context has already enqueued (streams as for wait_stream). The host
+        does not block."""
+        _require("vyre_context_signal_stream", "Context.signal_stream")
+        _call("vyre_context_signal_stream", self._h(), _stream_value(stream, "stream"))
+
+    def _order_export(self, stream: Optional[int]) -> None:
+        """Before another library reads this context's memory on `stream`:
+        if work may still be in flight, make `stream` wait for it."""
+        if stream is None or self._unwaited <= 0:
+            return
+        if "vyre_context_signal_stream" in _lib_missing:
+            raise BufferError(
+                "export: this context has dispatches in flight and the library has no "
+                "vyre_context_signal_stream to order them. Fix: wait() the Pendings first, "
+                "or update libvyre_cuda.")
+        self.signal_stream(stream)
+
+    def wrap(self, obj: Any, nbytes: Optional[int] = None,
+             writable: bool = True, stream: Optional[int] = None) -> "Buffer":
+        """A Buffer over device memory another library owns, without a copy
+        (vyre_buffer_wrap): usable wherever a Buffer is (bindings, uploads,
+        downloads, sequences, graphs). close() releases the handle only.
+
+        obj: an object with __cuda_array_interface__ or __dlpack__ (a CuPy
+          array, a PyTorch tensor, a Numba device array), C-contiguous; or a
+          raw device pointer (int) with nbytes.
+        writable: False accepts read-only arrays.
+        stream: for DLPack objects, the stream the producer orders its work
+          before (default STREAM_LEGACY); this context then waits for it,
+          as it waits for a CAI array's "stream".
+
+        The Buffer keeps obj alive (and a DLPack export open) until close();
+        keep the memory alive as long as the library may use it."""
+        if isinstance(obj, int) and not isinstance(obj, bool):
+            if nbytes is None:
+                raise ValueError("Context.wrap: a device pointer needs nbytes. Fix: pass "
+                                 "wrap(pointer, nbytes).")
+            return Buffer._wrap(self, obj, nbytes, None, None)
+        foreign = _foreign(obj, "Context.wrap", writable, self, stream)
+        if foreign is None:
+            raise TypeError(f"Context.wrap: {type(obj).__name__} is not device memory. Fix: "
+                            f"pass an object with __cuda_array_interface__ or __dlpack__ on a "
+                            f"CUDA device, or a device pointer and nbytes.")
+        return foreign
 
     def device_info(self):
         info = _new(DeviceInfoStruct)
@@ -1365,36 +1531,135 @@ class BufferRange:
 
 
 class Buffer(_Object):
-    """Resident device memory owned by a Context."""
+    """Resident device memory owned by a Context (or, from Context.wrap,
+    borrowed from another library).
+
+    Other libraries read it without a copy: it exports
+    __cuda_array_interface__ (v3) and DLPack (__dlpack__,
+    __dlpack_device__) as 1-D uint8 of its size; as_array(dtype, shape)
+    gives a typed view. A DLPack export keeps the Buffer alive until the
+    consumer deletes it, and close() meanwhile only marks it closed: the
+    memory is freed when the last export is deleted. Closing the Context
+    frees it regardless."""
 
     _handle_type = BufferHandle
     _destroy = "vyre_buffer_free"
+    # Defaults, so a half-built Buffer closes quietly.
+    nbytes = 0
+    _exports = 0
+    _deferred = 0
+    _owner: Any = None
+    _imported: Optional[_dlpack.Imported] = None
+    #: For a wrapped foreign array: the stream its producer orders work on.
+    _stream: Optional[int] = None
 
-    def __init__(self, context, nbytes):
+    def __init__(self, context: Context, nbytes: int) -> None:
         super().__init__(0, context)
         handle = BufferHandle()
         _call("vyre_buffer_alloc", context._h(), nbytes, byref(handle))
         self._bits = handle.bits
         self.nbytes = nbytes
 
+    @classmethod
+    def _wrap(cls, context: Context, pointer: int, nbytes: int, owner: Any,
+              imported: Optional[_dlpack.Imported]) -> "Buffer":
+        _require("vyre_buffer_wrap", "Context.wrap")
+        buf = cls.__new__(cls)
+        _Object.__init__(buf, 0, context)
+        desc = _new(BufferWrapDescStruct, device_pointer=_unsigned(pointer, 64, "device pointer"),
+                    bytes=_unsigned(nbytes, 64, "nbytes"))
+        handle = BufferHandle()
+        _call("vyre_buffer_wrap", context._h(), byref(desc), byref(handle))
+        buf._bits = handle.bits
+        buf.nbytes = nbytes
+        buf._owner = owner
+        buf._imported = imported
+        return buf
+
     @property
-    def context(self):
+    def context(self) -> Context:
         return self._context
 
-    def info(self):
-        """dict(bytes, device_pointer, context): device_pointer is the raw
-        CUdeviceptr, valid until the buffer is freed."""
+    @property
+    def borrowed(self) -> bool:
+        """True for a Buffer from Context.wrap (its memory is another library's)."""
+        return self._owner is not None or self._imported is not None
+
+    @property
+    def owner(self) -> Any:
+        """The foreign object a wrapped Buffer keeps alive (None otherwise)."""
+        return self._owner
+
+    def info(self) -> Dict[str, int]:
+        """dict(flags, bytes, device_pointer, context): device_pointer is the
+        raw CUdeviceptr, valid until the buffer is freed; flags holds
+        BUFFER_INFO_FLAG_BORROWED for a wrapped buffer."""
         info = _new(BufferInfoStruct)
         _call("vyre_buffer_info_get", self._h(), byref(info))
         return _struct_dict(info)
 
     @property
-    def device_pointer(self):
+    def device_pointer(self) -> int:
         return self.info()["device_pointer"]
 
-    def range(self, offset=0, length=0):
+    def range(self, offset: int = 0, length: int = 0) -> "BufferRange":
         """This buffer's bytes [offset, offset+length) for a dispatch binding."""
         return BufferRange(self, offset, length)
+
+    def as_array(self, dtype: Any = "uint8", shape: Union[int, Sequence[int], None] = None,
+                 offset: int = 0) -> "DeviceArray":
+        """A typed, C-contiguous view of the bytes from offset: dtype a name
+        ("uint32", "float32", ...), a typestr ("<u4") or a numpy dtype;
+        shape None: as many elements as fit the rest of the buffer (it must
+        divide evenly). The view exports both protocols and binds like a
+        BufferRange."""
+        return DeviceArray(self, dtype, shape, offset)
+
+    @property
+    def __cuda_array_interface__(self) -> Dict[str, Any]:
+        return _cai(self, 0, (self.nbytes,), _dtype("uint8"))
+
+    def __dlpack__(self, *, stream: Optional[int] = None,
+                   max_version: Optional[Tuple[int, int]] = None,
+                   dl_device: Optional[Tuple[int, int]] = None,
+                   copy: Optional[bool] = None) -> Any:
+        return _dlpack_export(self, 0, (self.nbytes,), _dtype("uint8"), stream, max_version,
+                              dl_device, copy)
+
+    def __dlpack_device__(self) -> Tuple[int, int]:
+        return (_dlpack.KDL_CUDA, self._context.device)
+
+    def _export_opened(self) -> None:
+        with self._close_lock:
+            self._exports += 1
+
+    def _export_closed(self) -> None:
+        with self._close_lock:
+            self._exports -= 1
+            bits = 0
+            if self._exports == 0 and self._deferred:
+                bits, self._deferred = self._deferred, 0
+        if bits:
+            self._free(bits)
+
+    def close(self) -> None:
+        with self._close_lock:
+            bits, self._bits = self._bits, 0
+            if bits and self._exports:
+                self._deferred = bits  # freed when the last export is deleted
+                return
+        self._free(bits)
+
+    def _free(self, bits: int) -> None:
+        try:
+            if bits and not (self._context is not None and self._context.closed):
+                _call(self._destroy, BufferHandle(bits))
+        finally:
+            # The handle is gone: the foreign memory may go too.
+            imported, self._imported = self._imported, None
+            self._owner = None
+            if imported is not None:
+                imported.release()
 
     def upload(self, data, offset=0):
         """Copies data (any bytes-like object) into the buffer at offset, and waits."""
@@ -1431,6 +1696,362 @@ class Buffer(_Object):
             arr[i] = DownloadRangeStruct(off, ref.nbytes, ref.address)
         _call("vyre_buffer_download_ranges", self._h(), arr, len(refs))
         return [ref.owner for _, ref in refs]
+
+
+# ---------------------------------------------------------------------------
+# Interop: exporting buffers (__cuda_array_interface__, DLPack) and binding
+# other libraries' device arrays
+# ---------------------------------------------------------------------------
+
+class _DType:
+    """An element type as both protocols name it: CAI's typestr ("<u4") and
+    DLPack's (code, bits)."""
+
+    __slots__ = ("name", "typestr", "code", "bits")
+
+    def __init__(self, name: str, typestr: str, code: int, bits: int) -> None:
+        self.name = name
+        self.typestr = typestr
+        self.code = code
+        self.bits = bits
+
+    @property
+    def itemsize(self) -> int:
+        return self.bits // 8
+
+    def __repr__(self) -> str:
+        return f"dtype({self.name!r})"
+
+
+_ENDIAN = "<" if sys.byteorder == "little" else ">"
+_DTYPES: Dict[str, _DType] = {}
+for _kind, _code, _names in (("i", _dlpack.KDL_INT, ("int8", "int16", "int32", "int64")),
+                             ("u", _dlpack.KDL_UINT, ("uint8", "uint16", "uint32", "uint64")),
+                             ("f", _dlpack.KDL_FLOAT, ("float16", "float32", "float64")),
+                             ("c", _dlpack.KDL_COMPLEX, ("complex64", "complex128"))):
+    for _n in _names:
+        _bits = int("".join(ch for ch in _n if ch.isdigit()))
+        _ts = ("|" if _bits == 8 else _ENDIAN) + _kind + str(_bits // 8)
+        _DTYPES[_n] = _DType(_n, _ts, _code, _bits)
+_DTYPES["bool"] = _DType("bool", "|b1", _dlpack.KDL_BOOL, 8)
+_DTYPES_BY_TYPESTR = {d.typestr: d for d in _DTYPES.values()}
+for _d in list(_DTYPES.values()):
+    # "=u4", "<u4", "u4" all name the native type.
+    _DTYPES_BY_TYPESTR.setdefault("=" + _d.typestr[1:], _d)
+    _DTYPES_BY_TYPESTR.setdefault(_d.typestr[1:], _d)
+    if _d.bits == 8:
+        for _prefix in ("<", ">", "="):
+            _DTYPES_BY_TYPESTR.setdefault(_prefix + _d.typestr[1:], _d)
+_DTYPES.update({"float": _DTYPES["float64"], "int": _DTYPES["int64"],
+                "half": _DTYPES["float16"], "double": _DTYPES["float64"]})
+del _kind, _code, _names, _n, _bits, _ts, _d
+
+
+def _dtype(dtype: Any) -> _DType:
+    """A name ("uint32"), a typestr ("<u4") or a numpy dtype / type."""
+    if isinstance(dtype, _DType):
+        return dtype
+    key = dtype
+    if not isinstance(dtype, str):
+        key = getattr(dtype, "str", None)  # a numpy dtype
+        if key is None and _is_numpy_type(dtype):
+            import numpy as np
+            key = np.dtype(dtype).str
+    if isinstance(key, str):
+        found = _DTYPES.get(key.lower()) or _DTYPES_BY_TYPESTR.get(key)
+        if found is not None:
+            return found
+    raise TypeError(f"dtype {dtype!r} is not supported. Fix: use one of "
+                    f"{sorted(n for n in _DTYPES if n[-1].isdigit() or n == 'bool')}, a "
+                    f"typestr like '<u4', or the numpy dtype of one.")
+
+
+def _is_numpy_type(obj: Any) -> bool:
+    return getattr(obj, "__module__", "").partition(".")[0] == "numpy"
+
+
+def _stream_value(stream: Any, what: str) -> int:
+    if isinstance(stream, bool) or not isinstance(stream, int):
+        # torch.cuda.Stream / cupy.cuda.Stream objects: take their handle.
+        for attr in ("cuda_stream", "ptr", "handle"):
+            value = getattr(stream, attr, None)
+            if isinstance(value, int) and not isinstance(value, bool):
+                stream = value
+                break
+        else:
+            raise TypeError(f"{what}: {type(stream).__name__} is not a stream. Fix: pass a "
+                            f"CUstream as an int (1 for the legacy default stream), or a "
+                            f"torch/cupy stream object.")
+    if stream == 0:
+        # As DLPack and CAI v3 say: 0 is ambiguous.
+        return STREAM_LEGACY
+    return _unsigned(stream, 64, what)
+
+
+def _view_pointer(buffer: Buffer, offset: int) -> int:
+    """The device address of buffer byte `offset` (checks the handle: a
+    closed buffer or context raises VyreError with the library's Fix)."""
+    info = _new(BufferInfoStruct)
+    _call("vyre_buffer_info_get", buffer._h(), byref(info))
+    return info.device_pointer + offset
+
+
+def _cai(buffer: Buffer, offset: int, shape: Tuple[int, ...], dtype: _DType) -> Dict[str, Any]:
+    """__cuda_array_interface__ v3 of a C-contiguous view. "stream" is None
+    when no work of the context is in flight, else the legacy default stream,
+    which the context first makes wait for that work."""
+    pointer = _view_pointer(buffer, offset)
+    context = buffer._context
+    stream = None
+    if context._unwaited > 0:
+        context._order_export(STREAM_LEGACY)
+        stream = STREAM_LEGACY
+    return {"shape": tuple(shape), "typestr": dtype.typestr, "data": (pointer, False),
+            "strides": None, "version": 3, "stream": stream}
+
+
+def _dlpack_export(buffer: Buffer, offset: int, shape: Tuple[int, ...], dtype: _DType,
+                   stream: Any, max_version: Optional[Tuple[int, int]],
+                   dl_device: Optional[Tuple[int, int]], copy: Optional[bool]) -> Any:
+    """__dlpack__ of a C-contiguous view (array API 2023.12 arguments)."""
+    device = (_dlpack.KDL_CUDA, buffer._context.device)
+    if dl_device is not None and tuple(dl_device) != device:
+        raise BufferError(f"__dlpack__: dl_device={tuple(dl_device)!r} but the buffer is on "
+                          f"{device}. Fix: import it on its own device (CUDA "
+                          f"{buffer._context.device}).")
+    if copy:
+        raise BufferError("__dlpack__: copy=True, but a vyre buffer is exported in place. "
+                          "Fix: pass copy=None or False, and copy on the consumer's side.")
+    pointer = _view_pointer(buffer, offset)
+    if stream is None:
+        stream = STREAM_LEGACY  # what the DLPack spec says None means for CUDA
+    if stream != -1:
+        buffer._context._order_export(_stream_value(stream, "__dlpack__ stream"))
+    versioned = max_version is not None and int(max_version[0]) >= 1
+    buffer._export_opened()
+    try:
+        return _dlpack.export(pointer, device, shape, (dtype.code, dtype.bits), buffer,
+                              versioned=versioned, on_release=buffer._export_closed)
+    except BaseException:
+        buffer._export_closed()
+        raise
+
+
+class DeviceArray:
+    """A typed, C-contiguous view of a Buffer's bytes (Buffer.as_array):
+    dtype elements of `shape` from byte `offset`. It exports
+    __cuda_array_interface__ and DLPack like the Buffer, and binds to a
+    dispatch as the range it covers."""
+
+    __slots__ = ("buffer", "dtype", "shape", "offset", "nbytes")
+
+    def __init__(self, buffer: Buffer, dtype: Any = "uint8",
+                 shape: Union[int, Sequence[int], None] = None, offset: int = 0) -> None:
+        if not isinstance(buffer, Buffer):
+            raise TypeError(f"DeviceArray: {type(buffer).__name__} is not a Buffer. Fix: call "
+                            f"Buffer.as_array().")
+        dt = _dtype(dtype)
+        offset = _unsigned(offset, 64, "DeviceArray offset")
+        room = buffer.nbytes - offset
+        if room < 0:
+            raise ValueError(f"DeviceArray: offset {offset} is past the buffer's "
+                             f"{buffer.nbytes} bytes. Fix: pass an offset inside the buffer.")
+        if shape is None:
+            if room % dt.itemsize:
+                raise ValueError(f"DeviceArray: {room} bytes are not a whole number of "
+                                 f"{dt.name} elements. Fix: pass shape explicitly.")
+            shape = (room // dt.itemsize,)
+        elif isinstance(shape, int):
+            shape = (shape,)
+        shape = tuple(_unsigned(extent, 63, "DeviceArray shape") for extent in shape)
+        count = 1
+        for extent in shape:
+            count *= extent
+        if count * dt.itemsize > room:
+            raise ValueError(f"DeviceArray: shape {shape} of {dt.name} needs "
+                             f"{count * dt.itemsize} bytes, the buffer has {room} from offset "
+                             f"{offset}. Fix: pass a smaller shape or a larger buffer.")
+        self.buffer = buffer
+        self.dtype = dt
+        self.shape = shape
+        self.offset = offset
+        self.nbytes = count * dt.itemsize
+
+    @property
+    def size(self) -> int:
+        return self.nbytes // self.dtype.itemsize
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def device_pointer(self) -> int:
+        return _view_pointer(self.buffer, self.offset)
+
+    @property
+    def __cuda_array_interface__(self) -> Dict[str, Any]:
+        return _cai(self.buffer, self.offset, self.shape, self.dtype)
+
+    def __dlpack__(self, *, stream: Optional[int] = None,
+                   max_version: Optional[Tuple[int, int]] = None,
+                   dl_device: Optional[Tuple[int, int]] = None,
+                   copy: Optional[bool] = None) -> Any:
+        return _dlpack_export(self.buffer, self.offset, self.shape, self.dtype, stream,
+                              max_version, dl_device, copy)
+
+    def __dlpack_device__(self) -> Tuple[int, int]:
+        return (_dlpack.KDL_CUDA, self.buffer._context.device)
+
+    def range(self) -> "BufferRange":
+        """The bytes this view covers, as a BufferRange."""
+        return BufferRange(self.buffer, self.offset, self.nbytes)
+
+    def __repr__(self) -> str:
+        return (f"<vyre_cuda.DeviceArray {self.dtype.name}{list(self.shape)} at byte "
+                f"{self.offset} of {self.buffer!r}>")
+
+
+# Host memory a binding never looks for device protocols on.
+_HOST_TYPES = (bytes, bytearray, memoryview, _array.array, int, type(None))
+
+
+def _foreign(obj: Any, what: str, writable: bool, context: Context,
+             stream: Optional[int]) -> Optional[Buffer]:
+    """obj wrapped as a borrowed Buffer when it is another library's device
+    array (DLPack on a CUDA device, else __cuda_array_interface__); None when
+    it is host memory (the buffer protocol path). The context waits for the
+    array's stream before any later work."""
+    if isinstance(obj, _HOST_TYPES) or isinstance(obj, (Buffer, BufferRange, DeviceArray,
+                                                        PinnedMemory)):
+        return None
+    device_of = getattr(obj, "__dlpack_device__", None)
+    if device_of is not None and hasattr(obj, "__dlpack__"):
+        try:
+            device = tuple(int(v) for v in device_of())
+        except Exception as e:
+            raise TypeError(f"{what}: {type(obj).__name__}.__dlpack_device__() failed: {e}. "
+                            f"Fix: pass a valid DLPack array.") from None
+        if device[0] in (_dlpack.KDL_CUDA, _dlpack.KDL_CUDA_MANAGED):
+            return _wrap_dlpack(obj, device, what, writable, context, stream)
+        if device[0] in (_dlpack.KDL_CPU, _dlpack.KDL_CUDA_HOST):
+            try:
+                memoryview(obj).release()
+                return None  # host memory with the buffer protocol (numpy)
+            except TypeError:
+                pass
+            raise TypeError(f"{what}: {type(obj).__name__} is host memory (DLPack device "
+                            f"{device}) without the buffer protocol. Fix: pass a numpy "
+                            f"array (e.g. tensor.numpy()), bytes-like data, or the array on "
+                            f"CUDA device {context.device}.")
+        raise TypeError(f"{what}: {type(obj).__name__} is on DLPack device type {device[0]}, "
+                        f"not CUDA. Fix: pass memory of CUDA device {context.device} (DLPack "
+                        f"device type {_dlpack.KDL_CUDA}) or host memory.")
+    try:
+        cai = obj.__cuda_array_interface__
+    except AttributeError:
+        return None
+    return _wrap_cai(obj, cai, what, writable, context)
+
+
+def _c_contiguous(shape: Tuple[int, ...], strides: Sequence[int], itemsize: int) -> bool:
+    count = 1
+    for extent in shape:
+        count *= extent
+    if count <= 1:
+        return True
+    expected = itemsize
+    for extent, stride in zip(reversed(shape), reversed(tuple(strides))):
+        if extent != 1 and stride != expected:
+            return False
+        expected *= extent
+    return True
+
+
+def _wrap_cai(obj: Any, cai: Any, what: str, writable: bool, context: Context) -> Buffer:
+    name = type(obj).__name__
+    try:
+        shape = tuple(int(extent) for extent in cai["shape"])
+        typestr = str(cai["typestr"])
+        pointer, read_only = cai["data"]
+        pointer = int(pointer or 0)
+        itemsize = int(typestr[2:])
+        version = int(cai.get("version", 0))
+    except (KeyError, TypeError, ValueError, IndexError):
+        raise TypeError(f"{what}: {name}.__cuda_array_interface__ is malformed ({cai!r}). Fix: "
+                        f"pass an object following the CUDA Array Interface (shape, typestr, "
+                        f"data, version).") from None
+    if cai.get("mask") is not None:
+        raise ValueError(f"{what}: {name} has a mask. Fix: pass an array without a mask.")
+    strides = cai.get("strides")
+    if strides is not None and not _c_contiguous(shape, strides, itemsize):
+        raise ValueError(f"{what}: {name} is not C-contiguous (shape {shape}, strides "
+                         f"{tuple(strides)} bytes). Fix: pass a contiguous array, e.g. "
+                         f"cupy.ascontiguousarray(a) or tensor.contiguous() (strides must be "
+                         f"None or C-contiguous).")
+    if read_only and writable:
+        raise ValueError(f"{what}: {name} is read-only, and the kernel writes this binding. "
+                         f"Fix: pass a writable array for an OUTPUT or INPUT_OUTPUT binding.")
+    count = 1
+    for extent in shape:
+        count *= extent
+    nbytes = count * itemsize
+    if nbytes == 0:
+        raise ValueError(f"{what}: {name} is empty. Fix: bind an array of at least one "
+                         f"element.")
+    stream = cai.get("stream") if version >= 3 else None
+    if stream is not None:
+        if isinstance(stream, bool) or not isinstance(stream, int) or stream == 0:
+            raise ValueError(f"{what}: {name}.__cuda_array_interface__ has stream "
+                             f"{stream!r}. Fix: the producer must give None or a nonzero int "
+                             f"(CAI v3).")
+    buf = Buffer._wrap(context, pointer, nbytes, obj, None)
+    if stream is not None:
+        try:
+            context.wait_stream(stream)
+        except BaseException:
+            buf.close()
+            raise
+        buf._stream = stream
+    return buf
+
+
+def _wrap_dlpack(obj: Any, device: Tuple[int, ...], what: str, writable: bool,
+                 context: Context, stream: Optional[int]) -> Buffer:
+    name = type(obj).__name__
+    if device[1] != context.device:
+        raise ValueError(f"{what}: {name} is on CUDA device {device[1]}, the context on device "
+                         f"{context.device}. Fix: pass memory of the context's device, or use "
+                         f"a Context(device={device[1]}).")
+    _require("vyre_buffer_wrap", what)
+    s = STREAM_LEGACY if stream is None else _stream_value(stream, f"{what} stream")
+    try:
+        capsule = obj.__dlpack__(stream=s, max_version=_dlpack.VERSION)
+    except TypeError:
+        capsule = obj.__dlpack__(stream=s)  # a producer older than the 2023.12 API
+    try:
+        imported = _dlpack.read(capsule, what)
+    except _dlpack.DLPackError as e:
+        raise ValueError(str(e)) from None
+    try:
+        if imported.read_only and writable:
+            raise ValueError(f"{what}: {name} is exported read-only, and the kernel writes "
+                             f"this binding. Fix: pass a writable array for an OUTPUT or "
+                             f"INPUT_OUTPUT binding.")
+        if imported.nbytes == 0:
+            raise ValueError(f"{what}: {name} is empty. Fix: bind an array of at least one "
+                             f"element.")
+        buf = Buffer._wrap(context, imported.data, imported.nbytes, obj, imported)
+    except BaseException:
+        imported.release()
+        raise
+    try:
+        context.wait_stream(s)
+    except BaseException:
+        buf.close()
+        raise
+    buf._stream = s
+    return buf
 
 
 class Binding:
@@ -1542,38 +2163,53 @@ class Program(_Object):
         return self._context
 
     def _prepare(self, bindings, params, scalars, grid, block, element_count,
-                 fixpoint_iterations, shared_memory_bytes, flags):
+                 fixpoint_iterations, shared_memory_bytes, flags, stream=None):
         """Builds the dispatch descriptor. Returns (desc, keep, keep_out,
-        outputs): keep holds what C reads during the call; keep_out the host
-        output memory, which must live until the wait; outputs[i] is the host
-        object that receives binding i's result, or None."""
-        structs, keep, keep_out, outputs, _ = _marshal_bindings(self.bindings, bindings)
-        count = len(outputs)
-        words, word_count = _u32_array(params or (), "params")
-        c_scalars, scalar_count = _scalar_array(scalars or (), self.params, "scalars")
-        keep += [structs, words, c_scalars, bindings]
+        outputs, imports): keep holds what C reads during the call; keep_out
+        the host output memory, which must live until the wait; outputs[i]
+        is the host object that receives binding i's result, or None;
+        imports the foreign arrays wrapped for the call (release them once
+        the library is done)."""
+        structs, keep, keep_out, outputs, _, imports = _marshal_bindings(
+            self.bindings, bindings, self._context, stream)
+        try:
+            count = len(outputs)
+            words, word_count = _u32_array(params or (), "params")
+            c_scalars, scalar_count = _scalar_array(scalars or (), self.params, "scalars")
+            keep += [structs, words, c_scalars, bindings]
 
-        desc = _new(DispatchDescStruct, flags=_unsigned(flags, 32, "flags"),
-                    bindings=structs if count else None,
-                    binding_count=count, param_words=words if word_count else None,
-                    param_word_count=word_count, scalars=c_scalars if scalar_count else None,
-                    scalar_count=scalar_count,
-                    element_count=_unsigned(element_count, 64, "element_count"),
-                    fixpoint_iterations=_unsigned(fixpoint_iterations, 32,
-                                                  "fixpoint_iterations"),
-                    shared_memory_bytes=_unsigned(shared_memory_bytes, 32,
-                                                  "shared_memory_bytes"))
-        desc.grid[:] = _dim3(grid, "grid")
-        desc.block[:] = _dim3(block, "block")
-        return desc, keep, keep_out, outputs
+            desc = _new(DispatchDescStruct, flags=_unsigned(flags, 32, "flags"),
+                        bindings=structs if count else None,
+                        binding_count=count, param_words=words if word_count else None,
+                        param_word_count=word_count,
+                        scalars=c_scalars if scalar_count else None,
+                        scalar_count=scalar_count,
+                        element_count=_unsigned(element_count, 64, "element_count"),
+                        fixpoint_iterations=_unsigned(fixpoint_iterations, 32,
+                                                      "fixpoint_iterations"),
+                        shared_memory_bytes=_unsigned(shared_memory_bytes, 32,
+                                                      "shared_memory_bytes"))
+            desc.grid[:] = _dim3(grid, "grid")
+            desc.block[:] = _dim3(block, "block")
+        except BaseException:
+            imports.release()
+            raise
+        return desc, keep, keep_out, outputs, imports
 
-    def dispatch(self, bindings, params=(), scalars=(), grid=None, block=None, element_count=0,
-                 fixpoint_iterations=1, shared_memory_bytes=0, flags=0):
+    def dispatch(self, bindings: Sequence[Any], params: Iterable[int] = (),
+                 scalars: Iterable[Union[int, float]] = (), grid: Dim3 = None,
+                 block: Dim3 = None, element_count: int = 0, fixpoint_iterations: int = 1,
+                 shared_memory_bytes: int = 0, flags: int = 0,
+                 stream: Optional[int] = None) -> Outputs:
         """Runs the program and waits.
 
         bindings: one entry per declared binding, in order:
-          a Buffer, BufferRange or (Buffer, offset, length) -> resident memory;
-          INPUT: any bytes-like object;
+          a Buffer, BufferRange, DeviceArray or (Buffer, offset, length) ->
+            resident memory;
+          another library's device array (anything with __dlpack__ on a CUDA
+            device or __cuda_array_interface__: CuPy, PyTorch, Numba) ->
+            resident memory, bound in place (C-contiguous only);
+          INPUT: any bytes-like object (numpy arrays too);
           OUTPUT: a writable buffer to fill, or a byte count for a new bytearray;
           INPUT_OUTPUT: a writable buffer (updated in place), or read-only
             bytes (the result goes to a new bytearray);
@@ -1581,40 +2217,64 @@ class Program(_Object):
         params: u32 parameter words. scalars: values for SCALAR32/64 slots
         (floats are packed to the slot's width). grid/block: None derives the
         grid from element_count and uses the program's workgroup size.
+        stream: the stream DLPack producers order their pending work before
+          (an int CUstream or a torch/cupy stream; default the legacy default
+          stream); the dispatch waits for it. A CAI array's own "stream" is
+          waited for too.
 
         Returns Outputs: per binding, the object holding its host result (or
         None), with .timing."""
-        desc, keep, keep_out, outputs = self._prepare(bindings, params, scalars, grid, block,
-                                                      element_count, fixpoint_iterations,
-                                                      shared_memory_bytes, flags)
-        timing = _new(TimingStruct)
-        _call("vyre_dispatch", self._h(), byref(desc), byref(timing))
+        desc, keep, keep_out, outputs, imports = self._prepare(
+            bindings, params, scalars, grid, block, element_count, fixpoint_iterations,
+            shared_memory_bytes, flags, stream)
+        try:
+            timing = _new(TimingStruct)
+            _call("vyre_dispatch", self._h(), byref(desc), byref(timing))
+        finally:
+            # The dispatch has completed (or never ran): foreign memory is free.
+            imports.release()
         del keep, keep_out  # C is done with the host memory
         outputs.timing = _struct_dict(timing)
         return outputs
 
-    def dispatch_async(self, bindings, params=(), scalars=(), grid=None, block=None,
-                       element_count=0, fixpoint_iterations=1, shared_memory_bytes=0, flags=0):
+    def dispatch_async(self, bindings: Sequence[Any], params: Iterable[int] = (),
+                       scalars: Iterable[Union[int, float]] = (), grid: Dim3 = None,
+                       block: Dim3 = None, element_count: int = 0,
+                       fixpoint_iterations: int = 1, shared_memory_bytes: int = 0,
+                       flags: int = 0, stream: Optional[int] = None) -> "Pending":
         """Enqueues a dispatch and returns a Pending at once (arguments as for
         dispatch). Inputs are copied before it returns; outputs are written by
-        Pending.wait(), and the Pending keeps their memory alive until then."""
-        desc, keep, keep_out, outputs = self._prepare(bindings, params, scalars, grid, block,
-                                                      element_count, fixpoint_iterations,
-                                                      shared_memory_bytes, flags)
+        Pending.wait(), and the Pending keeps their memory alive until then.
+        Foreign device arrays stay referenced until the Pending is waited or
+        closed, and their streams (a CAI array's, or `stream` for DLPack) are
+        made to wait for this dispatch."""
+        desc, keep, keep_out, outputs, imports = self._prepare(
+            bindings, params, scalars, grid, block, element_count, fixpoint_iterations,
+            shared_memory_bytes, flags, stream)
         handle = PendingHandle()
-        _call("vyre_dispatch_async", self._h(), byref(desc), byref(handle))
+        try:
+            _call("vyre_dispatch_async", self._h(), byref(desc), byref(handle))
+        except BaseException:
+            imports.release()
+            raise
         # Inputs were copied before the call returned; only the outputs'
         # memory must outlive it.
         del keep
-        return Pending(handle.bits, self, keep_out, outputs)
+        pending = Pending(handle.bits, self, keep_out, outputs, imports=imports)
+        imports.signal(self._context)
+        return pending
 
-    def record(self, bindings, params=(), scalars=(), grid=None, block=None, element_count=0,
-               fixpoint_iterations=1, shared_memory_bytes=0, flags=0):
+    def record(self, bindings: Sequence[Any], params: Iterable[int] = (),
+               scalars: Iterable[Union[int, float]] = (), grid: Dim3 = None,
+               block: Dim3 = None, element_count: int = 0, fixpoint_iterations: int = 1,
+               shared_memory_bytes: int = 0, flags: int = 0,
+               stream: Optional[int] = None) -> "Graph":
         """Records this dispatch as a Graph (arguments as for dispatch();
         host entries are sample data of the shape every replay must keep).
-        Nothing runs until Graph.replay()."""
+        Nothing runs until Graph.replay(). Foreign device arrays are bound
+        by address and stay referenced until the graph is closed."""
         return Graph(self, bindings, params, scalars, grid, block, element_count,
-                     fixpoint_iterations, shared_memory_bytes, flags)
+                     fixpoint_iterations, shared_memory_bytes, flags, stream)
 
 
 class Pending(_Object):
@@ -1625,8 +2285,12 @@ class Pending(_Object):
     _handle_type = PendingHandle
     _destroy = "vyre_pending_release"
     _finish = None
+    _imports: Optional[_Imports] = None
+    _counted = False
 
-    def __init__(self, bits, source, keep, outputs, finish=None):
+    def __init__(self, bits: int, source: Any, keep: Any, outputs: Any,
+                 finish: Optional[Callable[[], Any]] = None,
+                 imports: Optional[_Imports] = None) -> None:
         # source: the Program dispatched, the Graph replayed or the
         # EgraphImage rebuilt (a CPU image has no context).
         super().__init__(bits, source.context)
@@ -1637,8 +2301,23 @@ class Pending(_Object):
         self._outputs = outputs
         # Builds what wait() returns once the library has written the outputs.
         self._finish = finish
+        # Foreign arrays bound to the work: referenced until it is done.
+        self._imports = imports
+        if self._context is not None:
+            self._context._pending_started()
+            self._counted = True
 
-    def poll(self):
+    def _settled(self) -> None:
+        """The device work is done (waited, or released): foreign arrays and
+        the context's in-flight count may go."""
+        imports, self._imports = self._imports, None
+        if imports is not None:
+            imports.release()
+        if self._counted:
+            self._counted = False
+            self._context._pending_finished()
+
+    def poll(self) -> bool:
         """True when the device work has completed, False if not yet."""
         status = load().vyre_pending_poll(self._h())
         if status == Status.NOT_READY:
@@ -1646,26 +2325,27 @@ class Pending(_Object):
         _check(status, "vyre_pending_poll")
         return True
 
-    def wait(self, timeout_ns=None):
+    def wait(self, timeout_ns: Optional[int] = None) -> Any:
         """Waits (forever by default) and copies host outputs back; returns
         Outputs as dispatch() does (an EgraphRebuildResult for a rebuild).
         A timeout raises VyreError(TIMEOUT) and leaves the work waitable; a
         second wait is INVALID_STATE."""
         timeout = WAIT_FOREVER if timeout_ns is None else int(timeout_ns)
         _call("vyre_pending_wait", self._h(), timeout)
+        self._settled()
         finish, self._finish = self._finish, None
         if finish is not None:
             self._outputs = finish()
         self._outputs.timing = self.timing()
         return self._outputs
 
-    def timing(self):
+    def timing(self) -> Dict[str, int]:
         """dict of wall_ns, device_ns, enqueue_ns, wait_ns (after wait)."""
         t = _new(TimingStruct)
         _call("vyre_pending_timing", self._h(), byref(t))
         return _struct_dict(t)
 
-    def close(self):
+    def close(self) -> None:
         try:
             super().close()
         finally:
@@ -1673,6 +2353,7 @@ class Pending(_Object):
             # once its context is gone).
             if self.closed:
                 self._keep = None
+                self._settled()
 
 
 # ---------------------------------------------------------------------------
@@ -1705,23 +2386,34 @@ class Graph(_Object):
     _residents = ()
     _sequence_keep = None
     _downloads = ()
+    _imports: Optional[_Imports] = None
 
-    def __init__(self, program, bindings, params=(), scalars=(), grid=None, block=None,
-                 element_count=0, fixpoint_iterations=1, shared_memory_bytes=0, flags=0):
+    def __init__(self, program: Program, bindings: Sequence[Any], params: Iterable[int] = (),
+                 scalars: Iterable[Union[int, float]] = (), grid: Dim3 = None,
+                 block: Dim3 = None, element_count: int = 0, fixpoint_iterations: int = 1,
+                 shared_memory_bytes: int = 0, flags: int = 0,
+                 stream: Optional[int] = None) -> None:
         """Records `program` dispatched with these arguments (see
         Program.dispatch); nothing runs."""
         super().__init__(0, program.context)
         bindings = list(bindings)
-        desc, keep, keep_out, _ = program._prepare(bindings, params, scalars, grid, block,
-                                                   element_count, fixpoint_iterations,
-                                                   shared_memory_bytes, flags)
+        desc, keep, keep_out, _, imports = program._prepare(
+            bindings, params, scalars, grid, block, element_count, fixpoint_iterations,
+            shared_memory_bytes, flags, stream)
         handle = GraphHandle()
-        _call("vyre_graph_record", program._h(), byref(desc), byref(handle))
+        try:
+            _call("vyre_graph_record", program._h(), byref(desc), byref(handle))
+        except BaseException:
+            imports.release()
+            raise
         del keep, keep_out  # the sample inputs were copied; nothing else is kept
         self._bits = handle.bits
         self._program = program
         self._decls = program.bindings
-        self._residents = [r.buffer for r in map(_resident_range, bindings) if r is not None]
+        self._residents = ([r.buffer for r in map(_resident_range, bindings) if r is not None]
+                           + list(imports))
+        # Foreign arrays are bound by address: kept until a rebind or close().
+        self._imports = imports
 
     @classmethod
     def _of_sequence(cls, bits, sequence):
@@ -1746,9 +2438,10 @@ class Graph(_Object):
     def from_sequence(self):
         return self._sequence_keep is not None
 
-    def _replay_desc(self, bindings, params, scalars, element_count, flags):
-        """Returns (desc, keep, keep_out, outputs, residents)."""
+    def _replay_desc(self, bindings, params, scalars, element_count, flags, stream=None):
+        """Returns (desc, keep, keep_out, outputs, residents, imports)."""
         keep, keep_out, residents = [], [], None
+        imports = _Imports()
         desc = _new(GraphReplayDescStruct, flags=_unsigned(flags, 32, "flags"),
                     element_count=_unsigned(element_count, 64, "element_count"))
         if self.from_sequence:
@@ -1757,13 +2450,18 @@ class Graph(_Object):
         else:
             outputs = Outputs([None] * len(self._decls))
         if bindings is not None:
-            structs, keep, bound_out, outputs, residents = _marshal_bindings(self._decls,
-                                                                             bindings)
+            structs, keep, bound_out, outputs, residents, imports = _marshal_bindings(
+                self._decls, bindings, self._context, stream)
             keep_out += bound_out
             keep.append(structs)
             # Non-NULL even for an empty list: "these bindings", not "keep them".
             desc.bindings = structs
             desc.binding_count = len(outputs)
+        elif self._imports:
+            # Foreign arrays bound earlier: their producers may have written
+            # them since; this replay waits for their streams.
+            for s in self._imports.streams():
+                self._context.wait_stream(s)
         if params is not None:
             words, word_count = _u32_array(params, "params")
             keep.append(words)
@@ -1775,16 +2473,30 @@ class Graph(_Object):
             keep.append(c_scalars)
             desc.scalars = c_scalars
             desc.scalar_count = scalar_count
-        return desc, keep, keep_out, outputs, residents
+        return desc, keep, keep_out, outputs, residents, imports
 
-    def replay(self, bindings=None, params=None, scalars=None, element_count=0, flags=0):
+    def _rebound(self, residents, imports):
+        """After a replay that passed bindings: the graph now uses these;
+        returns the foreign arrays no longer bound (to release once the
+        replay is done)."""
+        if residents is None:
+            return None
+        self._residents = residents
+        old, self._imports = self._imports, imports
+        return old
+
+    def replay(self, bindings: Optional[Sequence[Any]] = None,
+               params: Optional[Iterable[int]] = None,
+               scalars: Optional[Iterable[Union[int, float]]] = None, element_count: int = 0,
+               flags: int = 0, stream: Optional[int] = None) -> Outputs:
         """Replays the graph and waits.
 
         bindings: None keeps the current resident ranges (a graph without
           HOST bindings only); else one entry per declared binding with the
           source it was recorded with, as for Program.dispatch: host data of
           the recorded byte lengths, or a Buffer / BufferRange /
-          (Buffer, offset, length) to bind from now on.
+          (Buffer, offset, length) to bind from now on, or a foreign device
+          array (kept referenced until the next rebind or close()).
         params: new u32 parameter words (kept for later replays); None keeps.
         scalars: new scalar values (kept); None keeps.
         element_count: elements the derived grid covers (1 .. capacity
@@ -1794,30 +2506,45 @@ class Graph(_Object):
         Returns Outputs with .timing: per binding, the host object holding
         its result (or None); for a sequence graph, the DOWNLOAD steps'
         host objects in step order."""
-        desc, keep, keep_out, outputs, residents = self._replay_desc(bindings, params, scalars,
-                                                                     element_count, flags)
+        desc, keep, keep_out, outputs, residents, imports = self._replay_desc(
+            bindings, params, scalars, element_count, flags, stream)
         timing = _new(TimingStruct)
-        _call("vyre_graph_replay", self._h(), byref(desc), byref(timing))
+        try:
+            _call("vyre_graph_replay", self._h(), byref(desc), byref(timing))
+        except BaseException:
+            imports.release()
+            raise
         del keep, keep_out
-        if residents is not None:
-            self._residents = residents
+        old = self._rebound(residents, imports)
+        if old is not None:
+            old.release()  # the replay has completed
         outputs.timing = _struct_dict(timing)
         return outputs
 
-    def replay_async(self, bindings=None, params=None, scalars=None, element_count=0,
-                     flags=0):
+    def replay_async(self, bindings: Optional[Sequence[Any]] = None,
+                     params: Optional[Iterable[int]] = None,
+                     scalars: Optional[Iterable[Union[int, float]]] = None,
+                     element_count: int = 0, flags: int = 0,
+                     stream: Optional[int] = None) -> Pending:
         """Enqueues a replay and returns a Pending at once (arguments as for
         replay). Host inputs are read before it returns; host outputs are
         written by Pending.wait(). A graph with HOST bindings allows one
         unwaited asynchronous replay at a time."""
-        desc, keep, keep_out, outputs, residents = self._replay_desc(bindings, params, scalars,
-                                                                     element_count, flags)
+        desc, keep, keep_out, outputs, residents, imports = self._replay_desc(
+            bindings, params, scalars, element_count, flags, stream)
         handle = PendingHandle()
-        _call("vyre_graph_replay_async", self._h(), byref(desc), byref(handle))
+        try:
+            _call("vyre_graph_replay_async", self._h(), byref(desc), byref(handle))
+        except BaseException:
+            imports.release()
+            raise
         del keep
-        if residents is not None:
-            self._residents = residents
-        return Pending(handle.bits, self, keep_out, outputs)
+        # Arrays this replay unbinds go when it is done (earlier replays ran
+        # before it, on the same stream).
+        old = self._rebound(residents, imports)
+        pending = Pending(handle.bits, self, keep_out, outputs, imports=old)
+        (self._imports or _Imports()).signal(self._context)
+        return pending
 
     def info(self):
         """dict(from_sequence, context, node_count, kernel_node_count,
@@ -1875,6 +2602,9 @@ class Graph(_Object):
             if self.closed:
                 self._residents = ()
                 self._sequence_keep = None
+                imports, self._imports = self._imports, None
+                if imports is not None:
+                    imports.release()
 
 
 class Step:
@@ -1905,19 +2635,27 @@ def _step_range(target, offset, nbytes, what):
 
 class DispatchStep(Step):
     """Runs `program` as Program.dispatch would (same arguments), with
-    resident bindings only: move host data with UploadStep / DownloadStep."""
+    resident bindings only: move host data with UploadStep / DownloadStep.
+    Foreign device arrays are wrapped when a Sequence is built from the step
+    and stay referenced as long as the step is."""
 
     kind = StepKind.DISPATCH
 
-    def __init__(self, program, bindings, params=(), scalars=(), grid=None, block=None,
-                 element_count=0, fixpoint_iterations=1, shared_memory_bytes=0, flags=0):
+    def __init__(self, program: Program, bindings: Sequence[Any], params: Iterable[int] = (),
+                 scalars: Iterable[Union[int, float]] = (), grid: Dim3 = None,
+                 block: Dim3 = None, element_count: int = 0, fixpoint_iterations: int = 1,
+                 shared_memory_bytes: int = 0, flags: int = 0,
+                 stream: Optional[int] = None) -> None:
         self.program = program
         self.bindings = list(bindings)
         self._args = (params, scalars, grid, block, element_count, fixpoint_iterations,
-                      shared_memory_bytes, flags)
+                      shared_memory_bytes, flags, stream)
+        self._imports: List[Buffer] = []
 
     def _struct(self, keep):
-        desc, desc_keep, keep_out, _ = self.program._prepare(self.bindings, *self._args)
+        desc, desc_keep, keep_out, _, imports = self.program._prepare(self.bindings,
+                                                                      *self._args)
+        self._imports.extend(imports)
         keep += [desc, desc_keep, keep_out]  # read (and copied) by vyre_sequence_create
         return _new(SequenceStepStruct, kind=int(self.kind),
                     program=ProgramHandle(self.program.handle), dispatch=ctypes.pointer(desc))

@@ -1,0 +1,686 @@
+"""Interop tests: buffers exported through __cuda_array_interface__ and DLPack,
+foreign device arrays bound to dispatches, CuPy and PyTorch on a GPU.
+
+Run from bindings/python:  python3 -m unittest discover -s tests -v
+(or pytest tests). Environment as for test_vyre_cuda.py: without a driver
+the capsule tests run and the rest skip; on the fake driver
+(VYRE_CUDA_TEST_FAKE_DRIVER=1) everything but CuPy/PyTorch runs; on a GPU
+with VYRE_CUDA_REQUIRE_GPU=1 a missing GPU fails, a missing CuPy or
+PyTorch skips.
+"""
+
+import array
+import ctypes
+import gc
+import os
+import random
+import sys
+import unittest
+
+import vyre_cuda as vc
+from vyre_cuda import _dlpack
+
+from test_vyre_cuda import (ADD_BINDINGS, ADD_PTX, FAKE_DRIVER, INC_BINDINGS, INC_PTX,
+                            NO_GPU_STATUSES, REQUIRE_GPU, check_sum, fake_stats, random_u32)
+
+U32 = "I" if array.array("I").itemsize == 4 else "L"
+
+
+def capsule_pointer(capsule, name=b"dltensor"):
+    get = ctypes.pythonapi.PyCapsule_GetPointer
+    get.restype = ctypes.c_void_p
+    get.argtypes = [ctypes.py_object, ctypes.c_char_p]
+    return get(capsule, name)
+
+
+def capsule_name(capsule):
+    get = ctypes.pythonapi.PyCapsule_GetName
+    get.restype = ctypes.c_char_p
+    get.argtypes = [ctypes.py_object]
+    return get(capsule)
+
+
+_USED = ctypes.create_string_buffer(b"used_dltensor")
+_USED_VERSIONED = ctypes.create_string_buffer(b"used_dltensor_versioned")
+
+
+def consume(capsule, versioned=False):
+    """Does what a DLPack consumer does: renames the capsule and returns the
+    managed tensor, whose deleter the caller then calls."""
+    name = b"dltensor_versioned" if versioned else b"dltensor"
+    address = capsule_pointer(capsule, name)
+    set_name = ctypes.pythonapi.PyCapsule_SetName
+    set_name.restype = ctypes.c_int
+    set_name.argtypes = [ctypes.py_object, ctypes.c_void_p]
+    set_name(capsule, ctypes.addressof(_USED_VERSIONED if versioned else _USED))
+    cls = _dlpack.DLManagedTensorVersioned if versioned else _dlpack.DLManagedTensor
+    return cls.from_address(address), address
+
+
+def call_deleter(managed, address):
+    ctypes.CFUNCTYPE(None, ctypes.c_void_p)(managed.deleter)(address)
+
+
+class CaiArray:
+    """A foreign device array that speaks only __cuda_array_interface__."""
+
+    def __init__(self, pointer, shape, typestr="<u4", read_only=False, strides=None,
+                 stream=None, version=3, **extra):
+        self.__cuda_array_interface__ = dict(shape=tuple(shape), typestr=typestr,
+                                             data=(pointer, read_only), version=version,
+                                             strides=strides, **extra)
+        if version >= 3:
+            self.__cuda_array_interface__["stream"] = stream
+
+
+class DLPackArray:
+    """A foreign device array that speaks only DLPack (it forwards to a
+    vyre DeviceArray, so the real capsule path runs on the fake driver)."""
+
+    def __init__(self, view, device=None, legacy_only=False):
+        self._view = view
+        self._device = device
+        self._legacy_only = legacy_only
+        self.streams = []
+
+    def __dlpack_device__(self):
+        return self._device or self._view.__dlpack_device__()
+
+    def __dlpack__(self, *, stream=None, **kwargs):
+        if self._legacy_only and kwargs:
+            raise TypeError("__dlpack__() got an unexpected keyword argument")
+        self.streams.append(stream)
+        return self._view.__dlpack__(stream=stream, **kwargs)
+
+
+class HostDLPack(bytearray):
+    """Host memory that also advertises DLPack on the CPU (as numpy does)."""
+
+    def __dlpack_device__(self):
+        return (1, 0)
+
+    def __dlpack__(self, **kwargs):
+        raise AssertionError("host memory must go through the buffer protocol")
+
+
+class DLPackCapsuleTest(unittest.TestCase):
+    """The capsule machinery itself: no driver needed."""
+
+    def setUp(self):
+        self.released = []
+        self.live_before = _dlpack.live_exports()
+
+    def export(self, **kwargs):
+        args = dict(data=0x7F0000001000, device=(2, 3), shape=(4, 5), dtype=(1, 32),
+                    owner=self, on_release=lambda: self.released.append(1))
+        args.update(kwargs)
+        return _dlpack.export(**args)
+
+    def test_legacy_capsule_layout(self):
+        cap = self.export()
+        self.assertEqual(capsule_name(cap), b"dltensor")
+        m = _dlpack.DLManagedTensor.from_address(capsule_pointer(cap))
+        t = m.dl_tensor
+        self.assertEqual(t.data, 0x7F0000001000)
+        self.assertEqual((t.device.device_type, t.device.device_id), (2, 3))
+        self.assertEqual(t.ndim, 2)
+        self.assertEqual([t.shape[0], t.shape[1]], [4, 5])
+        self.assertEqual([t.strides[0], t.strides[1]], [5, 1])
+        self.assertEqual((t.dtype.code, t.dtype.bits, t.dtype.lanes), (1, 32, 1))
+        self.assertEqual(t.byte_offset, 0)
+        self.assertTrue(m.deleter)
+        self.assertEqual(ctypes.sizeof(_dlpack.DLTensor), 48)
+        self.assertEqual(ctypes.sizeof(_dlpack.DLManagedTensor), 64)
+        del cap
+
+    def test_versioned_capsule_layout(self):
+        cap = self.export(versioned=True, read_only=True)
+        self.assertEqual(capsule_name(cap), b"dltensor_versioned")
+        m = _dlpack.DLManagedTensorVersioned.from_address(
+            capsule_pointer(cap, b"dltensor_versioned"))
+        self.assertEqual((m.version.major, m.version.minor), (1, 0))
+        self.assertEqual(m.flags, _dlpack.FLAG_READ_ONLY)
+        self.assertEqual(m.dl_tensor.data, 0x7F0000001000)
+        self.assertEqual(_dlpack.DLManagedTensorVersioned.dl_tensor.offset, 32)
+        del cap
+
+    def test_unconsumed_capsule_deletes_once(self):
+        cap = self.export()
+        self.assertEqual(_dlpack.live_exports(), self.live_before + 1)
+        del cap
+        gc.collect()
+        self.assertEqual(self.released, [1])
+        self.assertEqual(_dlpack.live_exports(), self.live_before)
+
+    def test_consumed_capsule_deletes_once(self):
+        for versioned in (False, True):
+            with self.subTest(versioned=versioned):
+                self.released.clear()
+                cap = self.export(versioned=versioned)
+                managed, address = consume(cap, versioned)
+                self.assertEqual(capsule_name(cap),
+                                 b"used_dltensor_versioned" if versioned else b"used_dltensor")
+                del cap  # renamed: the capsule no longer owns it
+                gc.collect()
+                self.assertEqual(self.released, [])
+                call_deleter(managed, address)
+                self.assertEqual(self.released, [1])
+                call_deleter(managed, address)  # a buggy second call changes nothing
+                self.assertEqual(self.released, [1])
+                self.assertEqual(_dlpack.live_exports(), self.live_before)
+
+    def test_export_keeps_its_owner_alive(self):
+        class Owner:
+            pass
+        owner = Owner()
+        import weakref
+        ref = weakref.ref(owner)
+        cap = self.export(owner=owner)
+        del owner
+        gc.collect()
+        self.assertIsNotNone(ref())
+        del cap
+        gc.collect()
+        self.assertIsNone(ref())
+
+    def test_reading_a_capsule(self):
+        cap = self.export(shape=(3, 1, 2), dtype=(2, 64))
+        imported = _dlpack.read(cap, "t")
+        self.assertEqual(capsule_name(cap), b"used_dltensor")
+        self.assertEqual(imported.shape, (3, 1, 2))
+        self.assertEqual(imported.nbytes, 48)
+        self.assertEqual(imported.data, 0x7F0000001000)
+        self.assertEqual(imported.device, (2, 3))
+        self.assertFalse(imported.read_only)
+        with self.assertRaises(_dlpack.DLPackError) as cm:
+            _dlpack.read(cap, "again")  # already consumed
+        self.assertIn("Fix:", str(cm.exception))
+        imported.release()
+        imported.release()
+        self.assertEqual(self.released, [1])
+
+    def test_reading_refuses_non_contiguous(self):
+        cap = self.export(shape=(4, 5))
+        m = _dlpack.DLManagedTensor.from_address(capsule_pointer(cap))
+        m.dl_tensor.strides[0] = 10  # a column slice of a wider matrix
+        with self.assertRaises(_dlpack.DLPackError) as cm:
+            _dlpack.read(cap, "binding 0")
+        self.assertIn("not C-contiguous", str(cm.exception))
+        self.assertIn("Fix:", str(cm.exception))
+        self.assertEqual(capsule_name(cap), b"dltensor")  # left to its destructor
+        del cap
+        gc.collect()
+        self.assertEqual(self.released, [1])
+
+    def test_dtypes(self):
+        for name, typestr, code, bits in (("uint8", "|u1", 1, 8), ("int32", "<i4", 0, 32),
+                                          ("float32", "<f4", 2, 32), ("<u4", "<u4", 1, 32),
+                                          ("float64", "<f8", 2, 64), ("bool", "|b1", 6, 8)):
+            d = vc._dtype(name)
+            if sys.byteorder == "little":
+                self.assertEqual(d.typestr, typestr, name)
+            self.assertEqual((d.code, d.bits), (code, bits), name)
+        with self.assertRaises(TypeError) as cm:
+            vc._dtype("quaternion")
+        self.assertIn("Fix:", str(cm.exception))
+
+
+class InteropTest(unittest.TestCase):
+    """Exports and foreign bindings against a device: the fake driver in CI
+    (its device memory is host memory, so a foreign array over another
+    buffer's device_pointer is real), a GPU on the GPU machine."""
+
+    @classmethod
+    def setUpClass(cls):
+        try:
+            cls.ctx = vc.Context()
+        except vc.VyreError as e:
+            if e.status in NO_GPU_STATUSES and not REQUIRE_GPU:
+                raise unittest.SkipTest(f"no usable GPU: {e}")
+            raise
+        cls.prog = cls.ctx.program(ADD_PTX, "vyre_test_add_u32", ADD_BINDINGS)
+        cls.inc = cls.ctx.program(INC_PTX, "vyre_test_inc_u32", INC_BINDINGS)
+        cls.rng = random.Random()
+        seed = random.randrange(2 ** 32)
+        cls.rng.seed(seed)
+        print(f"InteropTest data seed {seed}", file=sys.stderr)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.inc.close()
+        cls.prog.close()
+        cls.ctx.close()
+
+    def need_wrap(self):
+        for name in ("vyre_buffer_wrap", "vyre_context_wait_stream",
+                     "vyre_context_signal_stream"):
+            if not vc.has_function(name):
+                self.skipTest(f"the loaded library has no {name}")
+
+    def live_buffers(self):
+        return self.ctx.telemetry()["live_buffers"]
+
+    def test_cuda_array_interface(self):
+        buf = self.ctx.alloc(256)
+        ptr = buf.device_pointer
+        self.assertEqual(buf.__cuda_array_interface__,
+                         {"shape": (256,), "typestr": "|u1", "data": (ptr, False),
+                          "strides": None, "version": 3, "stream": None})
+        view = buf.as_array("uint32", (4, 8), offset=128)
+        cai = view.__cuda_array_interface__
+        self.assertEqual(cai["shape"], (4, 8))
+        self.assertEqual(cai["typestr"], vc._dtype("uint32").typestr)
+        self.assertEqual(cai["data"], (ptr + 128, False))
+        self.assertEqual(view.nbytes, 128)
+        self.assertEqual(buf.as_array("float32").shape, (64,))
+        for bad in (dict(shape=(65,), dtype="float32"), dict(dtype="uint32", offset=257),
+                    dict(dtype="float64", offset=4)):
+            with self.subTest(bad=bad), self.assertRaises(ValueError) as cm:
+                buf.as_array(**bad)
+            self.assertIn("Fix:", str(cm.exception))
+        buf.close()
+
+    def test_dlpack_export(self):
+        buf = self.ctx.alloc(96)
+        ptr = buf.device_pointer
+        self.assertEqual(buf.__dlpack_device__(), (2, self.ctx.device))
+        before = _dlpack.released_exports()
+        cap = buf.__dlpack__(stream=None)
+        managed, address = consume(cap)
+        t = managed.dl_tensor
+        self.assertEqual(t.data, ptr)
+        self.assertEqual((t.device.device_type, t.device.device_id), (2, self.ctx.device))
+        self.assertEqual((t.ndim, t.shape[0], t.strides[0]), (1, 96, 1))
+        self.assertEqual((t.dtype.code, t.dtype.bits, t.dtype.lanes), (1, 8, 1))
+        self.assertEqual(t.byte_offset, 0)
+        # Closing while exported defers the free to the consumer's deleter.
+        live = self.live_buffers()
+        buf.close()
+        buf.close()
+        self.assertTrue(buf.closed)
+        self.assertEqual(self.live_buffers(), live)
+        del cap
+        gc.collect()
+        call_deleter(managed, address)
+        self.assertEqual(self.live_buffers(), live - 1)
+        self.assertEqual(_dlpack.released_exports() - before, 1)
+
+        buf = self.ctx.alloc(64)
+        view = buf.as_array("float32", (2, 8))
+        cap = view.__dlpack__(max_version=(1, 2), stream=-1)
+        managed, address = consume(cap, versioned=True)
+        t = managed.dl_tensor
+        self.assertEqual((managed.version.major, managed.flags), (1, 0))
+        self.assertEqual((t.ndim, t.shape[0], t.shape[1], t.strides[0], t.strides[1]),
+                         (2, 2, 8, 8, 1))
+        self.assertEqual((t.dtype.code, t.dtype.bits), (2, 32))
+        self.assertEqual(t.data, buf.device_pointer)
+        call_deleter(managed, address)
+        for kwargs, exc in ((dict(dl_device=(1, 0)), BufferError), (dict(copy=True), BufferError),
+                            (dict(stream="s"), TypeError)):
+            with self.subTest(kwargs=kwargs), self.assertRaises(exc) as cm:
+                buf.__dlpack__(**kwargs)
+            self.assertIn("Fix:", str(cm.exception))
+        buf.close()
+
+    def test_exports_of_closed_objects_raise_with_a_fix(self):
+        buf = self.ctx.alloc(16)
+        buf.close()
+        for fn in (lambda: buf.__cuda_array_interface__, lambda: buf.__dlpack__(),
+                   lambda: buf.as_array("uint32").__cuda_array_interface__):
+            with self.assertRaises(vc.VyreError) as cm:
+                fn()
+            self.assertEqual(cm.exception.status, vc.Status.INVALID_HANDLE)
+            self.assertIn("Fix:", cm.exception.message)
+        ctx = vc.Context()
+        buf = ctx.alloc(16)
+        ctx.close()
+        with self.assertRaises(vc.VyreError) as cm:
+            buf.__cuda_array_interface__
+        self.assertIn(cm.exception.status, (vc.Status.STALE_HANDLE, vc.Status.INVALID_HANDLE))
+        self.assertIn("Fix:", cm.exception.message)
+        buf.close()
+        buf.close()
+
+    def test_cai_stream_while_work_is_in_flight(self):
+        self.need_wrap()
+        n = 1000
+        data = self.ctx.upload(array.array(U32, range(n)))
+        self.assertIsNone(data.__cuda_array_interface__["stream"])
+        pending = self.inc.dispatch_async([data], params=[n])
+        self.assertEqual(data.__cuda_array_interface__["stream"], vc.STREAM_LEGACY)
+        pending.wait()
+        self.assertIsNone(data.__cuda_array_interface__["stream"])
+        pending.close()
+        self.assertEqual(list(array.array(U32, bytes(data.download()))),
+                         [i + 1 for i in range(n)])
+        data.close()
+
+    def check_foreign_add(self, make, label):
+        """a + b over foreign arrays made by make(buffer, n) for the two
+        inputs and the output, each element compared."""
+        n = 3001
+        a, b = random_u32(n, self.rng), random_u32(n, self.rng)
+        da, db, dout = self.ctx.upload(a), self.ctx.upload(b), self.ctx.alloc(4 * n)
+        live = self.live_buffers()
+        outs = self.prog.dispatch([make(da, n), make(db, n), make(dout, n)], params=[n])
+        self.assertEqual(list(outs), [None, None, None])
+        check_sum(self, a, b, dout.download(), label)
+        self.assertEqual(self.live_buffers(), live, f"{label}: wrapped handles released")
+        # Asynchronously: the foreign arrays stay referenced until the wait.
+        a2 = random_u32(n, self.rng)
+        da.upload(a2)
+        pending = self.prog.dispatch_async([make(da, n), db, make(dout, n)], params=[n])
+        self.assertEqual(self.live_buffers(), live + 2)
+        pending.wait()
+        self.assertEqual(self.live_buffers(), live)
+        pending.close()
+        check_sum(self, a2, b, dout.download(), f"{label} async")
+        # Recorded: bound by address until the graph closes.
+        graph = self.prog.record([make(da, n), make(db, n), make(dout, n)], params=[n])
+        dout.upload(bytes(4 * n))
+        graph.replay()
+        check_sum(self, a2, b, dout.download(), f"{label} graph")
+        self.assertEqual(self.live_buffers(), live + 3)
+        graph.close()
+        self.assertEqual(self.live_buffers(), live)
+        for buf in (da, db, dout):
+            buf.close()
+
+    def test_cai_arrays_bound_in_place(self):
+        self.need_wrap()
+        self.check_foreign_add(lambda buf, n: CaiArray(buf.device_pointer, (n,)), "CAI")
+        # A 2-D array with explicit C-contiguous strides and a stream.
+        self.check_foreign_add(
+            lambda buf, n: CaiArray(buf.device_pointer, (1, n), strides=(4 * n, 4),
+                                    stream=vc.STREAM_LEGACY), "CAI 2-D, stream")
+        # CAI v2 (no stream key), bytes typestr.
+        self.check_foreign_add(
+            lambda buf, n: CaiArray(buf.device_pointer, (4 * n,), typestr="|u1", version=2),
+            "CAI v2")
+
+    def test_dlpack_arrays_bound_in_place(self):
+        self.need_wrap()
+        before = _dlpack.live_exports()
+        made = []
+
+        def make(buf, n, legacy=False):
+            arr = DLPackArray(buf.as_array("uint32"), legacy_only=legacy)
+            made.append(arr)
+            return arr
+
+        self.check_foreign_add(make, "DLPack")
+        self.check_foreign_add(lambda buf, n: make(buf, n, legacy=True), "DLPack 0.8")
+        gc.collect()
+        self.assertEqual(_dlpack.live_exports(), before, "every capsule deleted")
+        # The consumer passes the legacy default stream unless told another.
+        self.assertTrue(all(s == [vc.STREAM_LEGACY] for s in (m.streams for m in made)))
+        view = self.ctx.alloc(64).as_array("uint32")
+        arr = DLPackArray(view)
+        self.inc.dispatch([arr], params=[16], stream=vc.STREAM_PER_THREAD)
+        self.assertEqual(arr.streams, [vc.STREAM_PER_THREAD])
+
+    def test_context_wrap(self):
+        self.need_wrap()
+        n = 64
+        owner = self.ctx.upload(array.array(U32, range(n)))
+        wrapped = self.ctx.wrap(owner.device_pointer, 4 * n)
+        self.assertTrue(wrapped.info()["flags"] & vc.BUFFER_INFO_FLAG_BORROWED)
+        self.assertFalse(owner.info()["flags"] & vc.BUFFER_INFO_FLAG_BORROWED)
+        self.assertEqual(wrapped.device_pointer, owner.device_pointer)
+        self.inc.dispatch([wrapped], params=[n])
+        self.assertEqual(list(array.array(U32, bytes(owner.download()))),
+                         [i + 1 for i in range(n)])
+        cai = CaiArray(owner.device_pointer, (n,))
+        w2 = self.ctx.wrap(cai)
+        self.assertIs(w2.owner, cai)
+        self.assertTrue(w2.borrowed)
+        self.assertEqual(bytes(w2.download()), bytes(owner.download()))
+        for w in (wrapped, w2):
+            w.close()
+            w.close()  # twice: harmless
+        # The memory is still the owner's.
+        self.assertEqual(len(owner.download()), 4 * n)
+        with self.assertRaises(ValueError):
+            self.ctx.wrap(owner.device_pointer)
+        with self.assertRaises(TypeError) as cm:
+            self.ctx.wrap(object())
+        self.assertIn("Fix:", str(cm.exception))
+        owner.close()
+
+    def test_bad_foreign_inputs(self):
+        self.need_wrap()
+        n = 16
+        buf = self.ctx.alloc(4 * n)
+        ptr = buf.device_pointer
+        good = CaiArray(ptr, (n,))
+        live = self.live_buffers()
+        cases = [
+            ("non-contiguous", ValueError, "C-contiguous",
+             [good, good, CaiArray(ptr, (n // 2,), strides=(8,))]),
+            ("transposed", ValueError, "C-contiguous",
+             [good, good, CaiArray(ptr, (4, 4), strides=(4, 16))]),
+            ("read-only output", ValueError, "read-only",
+             [good, good, CaiArray(ptr, (n,), read_only=True)]),
+            ("masked", ValueError, "mask", [CaiArray(ptr, (n,), mask=object()), good, good]),
+            ("malformed", TypeError, "malformed",
+             [good, good, type("M", (), {"__cuda_array_interface__": {"shape": (n,)}})()]),
+            ("empty", ValueError, "empty", [CaiArray(ptr, (0,)), good, good]),
+            ("stream 0", ValueError, "stream", [CaiArray(ptr, (n,), stream=0), good, good]),
+            ("DLPack on ROCm", TypeError, "not CUDA",
+             [DLPackArray(buf.as_array("uint32"), device=(10, 0)), good, good]),
+            ("DLPack on another GPU", ValueError, "device",
+             [DLPackArray(buf.as_array("uint32"), device=(2, self.ctx.device + 1)), good,
+              good]),
+            ("DLPack host memory without the buffer protocol", TypeError, "host memory",
+             [DLPackArray(buf.as_array("uint32"), device=(1, 0)), good, good]),
+            ("unknown pointer", vc.VyreError, "",
+             [CaiArray(ptr + (1 << 40), (n,)), good, good]),
+        ]
+        for label, exc, text, bindings in cases:
+            with self.subTest(label), self.assertRaises(exc) as cm:
+                self.prog.dispatch(bindings, params=[n])
+            self.assertIn(text, str(cm.exception))
+            self.assertIn("Fix:", str(cm.exception))
+            self.assertEqual(self.live_buffers(), live, f"{label}: no handle left behind")
+        # A read-only input is fine.
+        self.prog.dispatch([CaiArray(ptr, (n,), read_only=True), good, good], params=[n])
+        gc.collect()
+        buf.close()
+
+    def test_host_objects_stay_host_bindings(self):
+        n = 257
+        a, b = random_u32(n, self.rng), random_u32(n, self.rng)
+        host_a = HostDLPack(a.tobytes())
+        out = HostDLPack(4 * n)
+        self.prog.dispatch([host_a, b, out], params=[n])
+        check_sum(self, a, b, out, "host DLPack-on-CPU objects")
+        try:
+            import numpy as np
+        except ImportError:
+            return
+        na = np.frombuffer(a.tobytes(), dtype=np.uint32).copy()
+        nb = np.frombuffer(b.tobytes(), dtype=np.uint32).copy()
+        nout = np.zeros(n, dtype=np.uint32)
+        self.prog.dispatch([na, nb, nout], params=[n])
+        check_sum(self, a, b, nout.tobytes(), "numpy host bindings")
+
+
+def _gpu_context(test_class):
+    """A Context on a real GPU, or SkipTest (a failure under
+    VYRE_CUDA_REQUIRE_GPU=1 when there is no GPU)."""
+    if FAKE_DRIVER:
+        raise unittest.SkipTest("CuPy and PyTorch need the real driver, not the fake one")
+    try:
+        return vc.Context()
+    except vc.VyreError as e:
+        if e.status in NO_GPU_STATUSES and os.environ.get("VYRE_CUDA_REQUIRE_GPU") != "1":
+            raise unittest.SkipTest(f"no usable GPU: {e}")
+        raise
+
+
+class CupyTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.ctx = _gpu_context(cls)
+        try:
+            import cupy
+        except Exception as e:  # ImportError, or a CuPy that cannot start
+            cls.ctx.close()
+            raise unittest.SkipTest(f"cupy not importable: {e}")
+        cls.cp = cupy
+        cls.prog = cls.ctx.program(ADD_PTX, "vyre_test_add_u32", ADD_BINDINGS)
+        cls.rng = random.Random(1234)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.prog.close()
+        cls.ctx.close()
+
+    def test_cupy_reads_and_writes_a_buffer_in_place(self):
+        cp = self.cp
+        n = 100003
+        a = random_u32(n, self.rng)
+        buf = self.ctx.upload(a)
+        for view in (buf.as_array("uint32"), ):
+            c = cp.asarray(view)
+            self.assertEqual(c.data.ptr, buf.device_pointer)
+            self.assertEqual(c.tolist(), list(a))
+            c += 1
+            cp.cuda.get_current_stream().synchronize()
+            got = array.array(U32, bytes(buf.download()))
+            self.assertEqual(list(got), [(x + 1) & 0xFFFFFFFF for x in a])
+        d = cp.from_dlpack(buf.as_array("uint32"))
+        self.assertEqual(d.data.ptr, buf.device_pointer)
+        self.assertEqual(d.tolist(), [(x + 1) & 0xFFFFFFFF for x in a])
+        u8 = cp.asarray(buf)
+        self.assertEqual((u8.dtype, u8.shape), (cp.uint8, (4 * n,)))
+        del c, d, u8
+        buf.close()
+
+    def test_dispatch_over_cupy_arrays(self):
+        cp = self.cp
+        n = (1 << 20) + 3
+        ca = cp.random.randint(0, 2 ** 31, size=n, dtype=cp.uint32)
+        cb = cp.random.randint(0, 2 ** 31, size=n, dtype=cp.uint32)
+        cout = cp.zeros(n, dtype=cp.uint32)
+        stream = cp.cuda.Stream(non_blocking=True)
+        with stream:
+            cb *= 3  # ordered before the dispatch through the stream protocols
+            self.prog.dispatch([ca, cb, cout], params=[n], stream=stream.ptr)
+        ha, hb, hout = ca.get(), cb.get(), cout.get()
+        bad = [i for i in range(n) if int(hout[i]) != (int(ha[i]) + int(hb[i])) & 0xFFFFFFFF]
+        self.assertEqual(bad[:5], [])
+        with self.assertRaises(ValueError) as cm:
+            self.prog.dispatch([ca[::2], cb[::2], cout[::2]], params=[n // 2])
+        self.assertIn("Fix:", str(cm.exception))
+
+
+class TorchTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.ctx = _gpu_context(cls)
+        try:
+            import torch
+            if not torch.cuda.is_available():
+                raise ImportError("torch.cuda.is_available() is False")
+        except Exception as e:
+            cls.ctx.close()
+            raise unittest.SkipTest(f"torch with CUDA not importable: {e}")
+        cls.torch = torch
+        cls.prog = cls.ctx.program(ADD_PTX, "vyre_test_add_u32", ADD_BINDINGS)
+        cls.rng = random.Random(4321)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.prog.close()
+        cls.ctx.close()
+
+    def test_torch_reads_and_writes_a_buffer_in_place(self):
+        torch = self.torch
+        n = 65537
+        a = array.array("i", (self.rng.randrange(-2 ** 30, 2 ** 30) for _ in range(n)))
+        buf = self.ctx.upload(a)
+        t = torch.from_dlpack(buf.as_array("int32"))
+        self.assertEqual(t.device.type, "cuda")
+        self.assertEqual(t.data_ptr(), buf.device_pointer)
+        self.assertEqual(t.tolist(), list(a))
+        t.add_(5)
+        torch.cuda.synchronize()
+        got = array.array("i", bytes(buf.download()))
+        self.assertEqual(list(got), [x + 5 for x in a])
+        raw = torch.from_dlpack(buf)
+        self.assertEqual((raw.dtype, tuple(raw.shape)), (torch.uint8, (4 * n,)))
+        before = _dlpack.live_exports()
+        del t, raw
+        gc.collect()
+        self.assertLess(_dlpack.live_exports(), before + 1)
+        buf.close()
+
+    def test_dispatch_over_torch_tensors(self):
+        torch = self.torch
+        n = (1 << 20) + 5
+        ta = torch.randint(0, 2 ** 30, (n,), dtype=torch.int32, device="cuda")
+        tb = torch.randint(0, 2 ** 30, (n,), dtype=torch.int32, device="cuda")
+        tout = torch.zeros(n, dtype=torch.int32, device="cuda")
+        self.prog.dispatch([ta, tb, tout], params=[n])
+        self.assertTrue(torch.equal(tout, ta + tb))
+        with self.assertRaises(ValueError) as cm:
+            self.prog.dispatch([ta[::2], tb[::2], tout[::2]], params=[n // 2])
+        self.assertIn("Fix:", str(cm.exception))
+
+    def test_stream_ordered_with_a_non_default_stream(self):
+        torch = self.torch
+        n = (1 << 22) + 1
+        s = torch.cuda.Stream()
+        for it in range(3):
+            with torch.cuda.stream(s):
+                ta = torch.zeros(n, dtype=torch.int32, device="cuda")
+                tb = torch.zeros(n, dtype=torch.int32, device="cuda")
+                tout = torch.full((n,), -1, dtype=torch.int32, device="cuda")
+                # Long work on s: unordered, the dispatch would read zeros.
+                for _ in range(20):
+                    ta.add_(1)
+                    tb.add_(2)
+                # Sync: torch orders the passed (legacy) stream after s.
+                self.prog.dispatch([ta, tb, tout], params=[n])
+                self.assertTrue(torch.equal(tout, torch.full_like(tout, 60)), f"sync {it}")
+                # Async, on s itself: s's later work waits for the dispatch.
+                tout.fill_(-1)
+                ta.add_(1)
+                pending = self.prog.dispatch_async([ta, tb, tout], params=[n],
+                                                   stream=s.cuda_stream)
+                tout2 = tout * 2  # enqueued on s, after the dispatch
+                pending.wait()
+                pending.close()
+            s.synchronize()
+            self.assertTrue(torch.equal(tout2, torch.full_like(tout2, 122)), f"async {it}")
+
+
+class NumbaTest(unittest.TestCase):
+    def test_numba_sees_a_buffer(self):
+        ctx = _gpu_context(type(self))
+        try:
+            try:
+                from numba import cuda
+            except Exception as e:
+                self.skipTest(f"numba not importable: {e}")
+            a = array.array(U32, range(1000))
+            buf = ctx.upload(a)
+            d = cuda.as_cuda_array(buf.as_array("uint32"))
+            self.assertEqual(list(d.copy_to_host()), list(a))
+            self.assertEqual(d.__cuda_array_interface__["data"][0], buf.device_pointer)
+            buf.close()
+        finally:
+            ctx.close()
+
+
+def tearDownModule():
+    if FAKE_DRIVER:
+        misuse = fake_stats().misuse_errors
+        if misuse:
+            raise AssertionError(f"the engine misused the (fake) driver API {misuse} times")
+
+
+if __name__ == "__main__":
+    unittest.main()
