@@ -81,8 +81,9 @@ import sys
 import threading
 from ctypes import (POINTER, Structure, byref, c_char, c_char_p, c_int, c_int32,
                     c_size_t, c_uint32, c_uint64, c_void_p)
-from typing import (Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple,
-                    Union)
+# typing.Sequence as _Seq: this module's Sequence is the vyre sequence.
+from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple, Union
+from typing import Sequence as _Seq
 
 from . import _dlpack
 
@@ -125,7 +126,7 @@ STREAM_LEGACY = 1
 STREAM_PER_THREAD = 2
 
 #: A grid or block size: one int, 1-3 ints, or None for the default.
-Dim3 = Union[int, Sequence[int], None]
+Dim3 = Union[int, _Seq[int], None]
 
 _U32_MAX = 2 ** 32 - 1
 _U64_MAX = 2 ** 64 - 1
@@ -698,7 +699,8 @@ class VyreError(Exception):
     log: the whole compiler or JIT log (vyre_last_error_log), "" when none.
     """
 
-    def __init__(self, status, status_name, cu_result, message, call=None, log=""):
+    def __init__(self, status: Union[Status, int], status_name: str, cu_result: int,
+                 message: str, call: Optional[str] = None, log: str = "") -> None:
         try:
             status = Status(status)
         except ValueError:
@@ -860,22 +862,22 @@ def _call(name, *args):
     _check(getattr(load(), name)(*args), name)
 
 
-def version():
+def version() -> Tuple[int, int, int]:
     """The loaded library's version as (major, minor, patch)."""
     v = load().vyre_version()
     return (v >> 22, (v >> 12) & 0x3FF, v & 0xFFF)
 
 
-def version_string():
+def version_string() -> str:
     return "%d.%d.%d" % version()
 
 
-def status_name(status):
+def status_name(status: int) -> str:
     """The library's name for a status value ("VYRE_STATUS_UNKNOWN" if unknown)."""
     return load().vyre_status_name(int(status)).decode("ascii", "replace")
 
 
-def last_error():
+def last_error() -> Tuple[Union[Status, int], int, str]:
     """This thread's last error as (status, cu_result, message); status 0 if none."""
     status, cu_result, message = _last_error_of(load())
     try:
@@ -885,7 +887,7 @@ def last_error():
     return status, cu_result, message
 
 
-def last_error_log():
+def last_error_log() -> str:
     """The whole compiler or JIT log of this thread's last error ("" if none).
 
     VyreError.log already holds it for the call that raised; this reads it
@@ -893,7 +895,7 @@ def last_error_log():
     return _last_error_log_of(load())
 
 
-def device_count():
+def device_count() -> int:
     """Number of CUDA devices. Raises VyreError(NO_DRIVER) without a driver."""
     count = c_uint32()
     _call("vyre_device_count", byref(count))
@@ -908,7 +910,7 @@ def _device_dict(info):
     return d
 
 
-def device_info(ordinal=0):
+def device_info(ordinal: int = 0) -> Dict[str, Any]:
     """A dict describing device `ordinal` (name, compute_capability, limits...)."""
     info = _new(DeviceInfoStruct)
     _call("vyre_device_info_get", ordinal, byref(info))
@@ -919,10 +921,11 @@ def device_info(ordinal=0):
 # callback on another thread while a new one is installed, and freeing the
 # ctypes thunk under it would crash the process. A few bytes per call is
 # the price.
-_log_trampolines = []
+_log_trampolines: List[Any] = []
 
 
-def set_log_callback(callback, max_level=LogLevel.INFO):
+def set_log_callback(callback: Optional[Callable[[Union[LogLevel, int], str], None]],
+                     max_level: LogLevel = LogLevel.INFO) -> None:
     """Routes library log lines to callback(level: LogLevel, message: str).
 
     None removes it. The callback may run on any thread, concurrently, and
@@ -950,12 +953,12 @@ def set_log_callback(callback, max_level=LogLevel.INFO):
     _check(lib.vyre_set_log_callback(thunk, None, int(max_level)), "vyre_set_log_callback")
 
 
-def f32(x):
+def f32(x: float) -> int:
     """The bit pattern of float x as float32, for a SCALAR32 slot."""
     return _struct.unpack("<I", _struct.pack("<f", x))[0]
 
 
-def f64(x):
+def f64(x: float) -> int:
     """The bit pattern of float x as float64, for a SCALAR64 slot."""
     return _struct.unpack("<Q", _struct.pack("<d", x))[0]
 
@@ -1207,21 +1210,22 @@ def _scalar_array(values, params, what):
 class _Object:
     """Owns one library handle. close() is idempotent and thread-safe."""
 
-    _handle_type = None
-    _destroy = None
+    _handle_type: Any = None
+    _destroy: Any = None
 
-    def __init__(self, bits, context):
+    def __init__(self, bits: int, context: Optional[Context]) -> None:
         self._bits = bits
-        self._context = context  # a strong reference: children keep their context alive
+        # Any: None only for a CPU e-graph image and the Context itself.
+        self._context: Any = context  # a strong reference: children keep their context alive
         self._close_lock = threading.Lock()
 
     @property
-    def handle(self):
+    def handle(self) -> int:
         """The library handle (a stable 64-bit value), 0 once closed."""
         return self._bits
 
     @property
-    def closed(self):
+    def closed(self) -> bool:
         return self._bits == 0
 
     def _h(self):
@@ -1229,7 +1233,7 @@ class _Object:
         # INVALID_HANDLE and a Fix message, like any other bad handle.
         return self._handle_type(self._bits)
 
-    def close(self):
+    def close(self) -> None:
         with self._close_lock:
             bits, self._bits = self._bits, 0
         if not bits:
@@ -1241,9 +1245,8 @@ class _Object:
     def __enter__(self):
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: Any) -> None:
         self.close()
-        return False
 
     def __del__(self):
         # Never raise from a finaliser; at interpreter exit even the module
@@ -1267,8 +1270,9 @@ class Context(_Object):
     _handle_type = ContextHandle
     _destroy = "vyre_context_destroy"
 
-    def __init__(self, device=0, transient_pool_limit_bytes=0, pinned_pool_limit_bytes=0,
-                 staging_chunk_bytes=0, staging_chunk_count=0, staging_threads=0):
+    def __init__(self, device: int = 0, transient_pool_limit_bytes: int = 0,
+                 pinned_pool_limit_bytes: int = 0, staging_chunk_bytes: int = 0,
+                 staging_chunk_count: int = 0, staging_threads: int = 0) -> None:
         """The staging_* arguments tune how large pageable host data moves
         (see vyre_context_desc); 0 keeps each default."""
         super().__init__(0, None)
@@ -1351,31 +1355,31 @@ class Context(_Object):
                             f"CUDA device, or a device pointer and nbytes.")
         return foreign
 
-    def device_info(self):
+    def device_info(self) -> Dict[str, Any]:
         info = _new(DeviceInfoStruct)
         _call("vyre_context_device_info", self._h(), byref(info))
         return _device_dict(info)
 
-    def telemetry(self):
+    def telemetry(self) -> Dict[str, int]:
         """Counters as a dict (see vyre_telemetry in vyre_cuda.h)."""
         t = _new(TelemetryStruct)
         _call("vyre_context_telemetry", self._h(), byref(t))
         return _struct_dict(t)
 
-    def trim(self):
+    def trim(self) -> None:
         """Releases the memory cached by the transient and pinned pools."""
         _call("vyre_context_trim", self._h())
 
-    def selftest(self):
+    def selftest(self) -> None:
         """Runs the library's built-in self-test on this device (a checked
         vector add through the host path); raises VyreError on failure."""
         _call("vyre_context_selftest", self._h())
 
-    def alloc(self, nbytes):
+    def alloc(self, nbytes: int) -> Buffer:
         """A resident device buffer of nbytes (> 0), uninitialised."""
         return Buffer(self, nbytes)
 
-    def upload(self, data):
+    def upload(self, data: Any) -> Buffer:
         """A resident buffer holding a copy of data."""
         buf = Buffer(self, _byte_view(data, "Context.upload").nbytes)
         try:
@@ -1385,30 +1389,33 @@ class Context(_Object):
             raise
         return buf
 
-    def pinned(self, nbytes):
+    def pinned(self, nbytes: int) -> PinnedMemory:
         """nbytes (> 0) of page-locked host memory (PinnedMemory): host
         bindings, uploads and downloads in it are copied by DMA in place."""
         return PinnedMemory(self, nbytes)
 
-    def register(self, obj):
+    def register(self, obj: Any) -> Registration:
         """Page-locks the memory of a writable, C-contiguous buffer (a
         bytearray, a numpy array...) so the library copies it by DMA in
         place; returns a Registration whose close() unregisters it."""
         return Registration(self, obj)
 
-    def program(self, code, entry, bindings, workgroup_size=256, **kwargs):
+    def program(self, code: Union[str, bytes], entry: Union[str, bytes],
+                bindings: _Seq[Union[Binding, Role, str]], workgroup_size: Dim3 = 256,
+                **kwargs: Any) -> Program:
         """Builds a Program; see Program for the arguments."""
         return Program(self, code, entry, bindings, workgroup_size, **kwargs)
 
-    def sequence(self, steps):
+    def sequence(self, steps: Iterable[Union[Step, Repeat]]) -> "Sequence":
         """Builds a Sequence from steps; see Sequence."""
         return Sequence(self, steps)
 
-    def egraph_image(self, *args, **kwargs):
+    def egraph_image(self, *args: Any, **kwargs: Any) -> EgraphImage:
         """An EgraphImage on this context's GPU; arguments as for EgraphImage."""
-        return EgraphImage(*args, context=self, **kwargs)
+        return EgraphImage(*args, context=self, **kwargs)  # type: ignore[misc]
 
-    def egraph_image_from_nodes(self, nodes, **kwargs):
+    def egraph_image_from_nodes(self, nodes: Iterable[Tuple[int, int, Iterable[int]]],
+                                **kwargs: Any) -> EgraphImage:
         """EgraphImage.from_nodes on this context's GPU."""
         return EgraphImage.from_nodes(nodes, context=self, **kwargs)
 
@@ -1422,7 +1429,7 @@ class PinnedMemory:
     (deferred while a pending dispatch still uses it); the context's destroy
     frees it too, after which views of it must not be used."""
 
-    def __init__(self, context, nbytes):
+    def __init__(self, context: Context, nbytes: int) -> None:
         self._context = context
         self._close_lock = threading.Lock()
         self._address = None
@@ -1430,15 +1437,15 @@ class PinnedMemory:
         _call("vyre_host_alloc", context._h(), nbytes, byref(address))
         self._address = address.value
         self.nbytes = nbytes
-        self._array = (c_char * nbytes).from_address(self._address)
+        self._array = (c_char * nbytes).from_address(address.value or 0)
 
     @property
-    def address(self):
+    def address(self) -> Optional[int]:
         """The memory's address (None once closed)."""
         return self._address
 
     @property
-    def closed(self):
+    def closed(self) -> bool:
         return self._address is None
 
     def __buffer__(self, flags):  # Python 3.12+; older versions: p.view
@@ -1452,12 +1459,12 @@ class PinnedMemory:
         return self._array
 
     @property
-    def view(self):
+    def view(self) -> memoryview:
         """A writable memoryview of unsigned bytes over the memory; numpy:
         numpy.frombuffer(p.view, dtype=...)."""
         return memoryview(self.array).cast("B")
 
-    def close(self):
+    def close(self) -> None:
         with self._close_lock:
             address, self._address = self._address, None
         if address is None or self._context.closed:
@@ -1467,9 +1474,8 @@ class PinnedMemory:
     def __enter__(self):
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: Any) -> None:
         self.close()
-        return False
 
     def __del__(self):
         try:
@@ -1484,7 +1490,7 @@ class Registration:
     context's destroy) unregisters it. Keeps the object alive and unresizable
     while registered."""
 
-    def __init__(self, context, obj):
+    def __init__(self, context: Context, obj: Any) -> None:
         self._context = context
         self._ref = _writable(obj, "Context.register")
         if self._ref.nbytes == 0:
@@ -1494,10 +1500,10 @@ class Registration:
         self.obj = obj
 
     @property
-    def closed(self):
+    def closed(self) -> bool:
         return self._ref is None
 
-    def close(self):
+    def close(self) -> None:
         ref, self._ref = self._ref, None
         if ref is None or self._context.closed:
             return
@@ -1506,9 +1512,8 @@ class Registration:
     def __enter__(self):
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: Any) -> None:
         self.close()
-        return False
 
     def __del__(self):
         try:
@@ -1524,7 +1529,7 @@ class BufferRange:
 
     __slots__ = ("buffer", "offset", "length")
 
-    def __init__(self, buffer, offset=0, length=0):
+    def __init__(self, buffer: Buffer, offset: int = 0, length: int = 0) -> None:
         self.buffer = buffer
         self.offset = offset
         self.length = length
@@ -1606,7 +1611,7 @@ class Buffer(_Object):
         """This buffer's bytes [offset, offset+length) for a dispatch binding."""
         return BufferRange(self, offset, length)
 
-    def as_array(self, dtype: Any = "uint8", shape: Union[int, Sequence[int], None] = None,
+    def as_array(self, dtype: Any = "uint8", shape: Union[int, _Seq[int], None] = None,
                  offset: int = 0) -> "DeviceArray":
         """A typed, C-contiguous view of the bytes from offset: dtype a name
         ("uint32", "float32", ...), a typestr ("<u4") or a numpy dtype;
@@ -1661,12 +1666,12 @@ class Buffer(_Object):
             if imported is not None:
                 imported.release()
 
-    def upload(self, data, offset=0):
+    def upload(self, data: Any, offset: int = 0) -> None:
         """Copies data (any bytes-like object) into the buffer at offset, and waits."""
         src = _readable(data, "Buffer.upload")
         _call("vyre_buffer_upload", self._h(), offset, src.address, src.nbytes)
 
-    def download(self, nbytes=None, offset=0, out=None):
+    def download(self, nbytes: Optional[int] = None, offset: int = 0, out: Any = None) -> Any:
         """Copies bytes out of the buffer, and waits.
 
         Into `out` (a writable buffer, whose size is the byte count) when
@@ -1679,7 +1684,7 @@ class Buffer(_Object):
         _call("vyre_buffer_download", self._h(), offset, dst.address, dst.nbytes)
         return dst.owner
 
-    def upload_ranges(self, ranges):
+    def upload_ranges(self, ranges: Iterable[Tuple[int, Any]]) -> None:
         """Uploads [(offset, data), ...] with one staged copy and one sync."""
         refs = [(int(off), _readable(data, "Buffer.upload_ranges")) for off, data in ranges]
         arr = (UploadRangeStruct * max(len(refs), 1))()
@@ -1687,7 +1692,7 @@ class Buffer(_Object):
             arr[i] = UploadRangeStruct(off, ref.nbytes, ref.address)
         _call("vyre_buffer_upload_ranges", self._h(), arr, len(refs))
 
-    def download_ranges(self, ranges):
+    def download_ranges(self, ranges: Iterable[Tuple[int, Any]]) -> List[Any]:
         """Downloads [(offset, nbytes_or_writable_buffer), ...] with one sync;
         returns the filled objects in order."""
         refs = [(int(off), _writable(dst, "Buffer.download_ranges")) for off, dst in ranges]
@@ -1755,7 +1760,7 @@ def _dtype(dtype: Any) -> _DType:
     if not isinstance(dtype, str):
         key = getattr(dtype, "str", None)  # a numpy dtype
         if key is None and _is_numpy_type(dtype):
-            import numpy as np
+            import numpy as np  # type: ignore[import-not-found]
             key = np.dtype(dtype).str
     if isinstance(key, str):
         found = _DTYPES.get(key.lower()) or _DTYPES_BY_TYPESTR.get(key)
@@ -1846,7 +1851,7 @@ class DeviceArray:
     __slots__ = ("buffer", "dtype", "shape", "offset", "nbytes")
 
     def __init__(self, buffer: Buffer, dtype: Any = "uint8",
-                 shape: Union[int, Sequence[int], None] = None, offset: int = 0) -> None:
+                 shape: Union[int, _Seq[int], None] = None, offset: int = 0) -> None:
         if not isinstance(buffer, Buffer):
             raise TypeError(f"DeviceArray: {type(buffer).__name__} is not a Buffer. Fix: call "
                             f"Buffer.as_array().")
@@ -1954,7 +1959,7 @@ def _foreign(obj: Any, what: str, writable: bool, context: Context,
     return _wrap_cai(obj, cai, what, writable, context)
 
 
-def _c_contiguous(shape: Tuple[int, ...], strides: Sequence[int], itemsize: int) -> bool:
+def _c_contiguous(shape: Tuple[int, ...], strides: _Seq[int], itemsize: int) -> bool:
     count = 1
     for extent in shape:
         count *= extent
@@ -2065,8 +2070,9 @@ class Binding:
     __slots__ = ("role", "element_size", "element_count", "name", "output_offset",
                  "output_length")
 
-    def __init__(self, role, element_size=4, element_count=0, name=None, output_offset=0,
-                 output_length=0):
+    def __init__(self, role: Union[Role, str, int], element_size: int = 4,
+                 element_count: int = 0, name: Optional[str] = None, output_offset: int = 0,
+                 output_length: int = 0) -> None:
         if isinstance(role, str):
             try:
                 role = Role[role.upper()]
@@ -2110,8 +2116,11 @@ class Program(_Object):
     _handle_type = ProgramHandle
     _destroy = "vyre_program_destroy"
 
-    def __init__(self, context, code, entry, bindings, workgroup_size=256, code_kind=None,
-                 shared_memory_bytes=0, params=None, compile_options=None):
+    def __init__(self, context: Context, code: Union[str, bytes], entry: Union[str, bytes],
+                 bindings: _Seq[Union[Binding, Role, str]], workgroup_size: Dim3 = 256,
+                 code_kind: Optional[CodeKind] = None, shared_memory_bytes: int = 0,
+                 params: Optional[_Seq[Tuple[ParamKind, int]]] = None,
+                 compile_options: Optional[_Seq[Union[str, bytes]]] = None) -> None:
         super().__init__(0, context)
         if code_kind is None:
             code_kind = CodeKind.PTX
@@ -2159,7 +2168,7 @@ class Program(_Object):
         self.entry = entry
 
     @property
-    def context(self):
+    def context(self) -> Context:
         return self._context
 
     def _prepare(self, bindings, params, scalars, grid, block, element_count,
@@ -2196,7 +2205,7 @@ class Program(_Object):
             raise
         return desc, keep, keep_out, outputs, imports
 
-    def dispatch(self, bindings: Sequence[Any], params: Iterable[int] = (),
+    def dispatch(self, bindings: _Seq[Any], params: Iterable[int] = (),
                  scalars: Iterable[Union[int, float]] = (), grid: Dim3 = None,
                  block: Dim3 = None, element_count: int = 0, fixpoint_iterations: int = 1,
                  shared_memory_bytes: int = 0, flags: int = 0,
@@ -2237,7 +2246,7 @@ class Program(_Object):
         outputs.timing = _struct_dict(timing)
         return outputs
 
-    def dispatch_async(self, bindings: Sequence[Any], params: Iterable[int] = (),
+    def dispatch_async(self, bindings: _Seq[Any], params: Iterable[int] = (),
                        scalars: Iterable[Union[int, float]] = (), grid: Dim3 = None,
                        block: Dim3 = None, element_count: int = 0,
                        fixpoint_iterations: int = 1, shared_memory_bytes: int = 0,
@@ -2264,7 +2273,7 @@ class Program(_Object):
         imports.signal(self._context)
         return pending
 
-    def record(self, bindings: Sequence[Any], params: Iterable[int] = (),
+    def record(self, bindings: _Seq[Any], params: Iterable[int] = (),
                scalars: Iterable[Union[int, float]] = (), grid: Dim3 = None,
                block: Dim3 = None, element_count: int = 0, fixpoint_iterations: int = 1,
                shared_memory_bytes: int = 0, flags: int = 0,
@@ -2284,7 +2293,7 @@ class Pending(_Object):
 
     _handle_type = PendingHandle
     _destroy = "vyre_pending_release"
-    _finish = None
+    _finish: Any = None
     _imports: Optional[_Imports] = None
     _counted = False
 
@@ -2381,14 +2390,14 @@ class Graph(_Object):
     _handle_type = GraphHandle
     _destroy = "vyre_graph_destroy"
     # Defaults, so a closed or half-built Graph still reports INVALID_HANDLE.
-    _program = None
-    _decls = ()
-    _residents = ()
-    _sequence_keep = None
-    _downloads = ()
+    _program: Optional[Program] = None
+    _decls: Any = ()
+    _residents: Any = ()
+    _sequence_keep: Any = None
+    _downloads: Any = ()
     _imports: Optional[_Imports] = None
 
-    def __init__(self, program: Program, bindings: Sequence[Any], params: Iterable[int] = (),
+    def __init__(self, program: Program, bindings: _Seq[Any], params: Iterable[int] = (),
                  scalars: Iterable[Union[int, float]] = (), grid: Dim3 = None,
                  block: Dim3 = None, element_count: int = 0, fixpoint_iterations: int = 1,
                  shared_memory_bytes: int = 0, flags: int = 0,
@@ -2426,7 +2435,7 @@ class Graph(_Object):
         return graph
 
     @property
-    def context(self):
+    def context(self) -> Context:
         return self._context
 
     @property
@@ -2485,7 +2494,7 @@ class Graph(_Object):
         old, self._imports = self._imports, imports
         return old
 
-    def replay(self, bindings: Optional[Sequence[Any]] = None,
+    def replay(self, bindings: Optional[_Seq[Any]] = None,
                params: Optional[Iterable[int]] = None,
                scalars: Optional[Iterable[Union[int, float]]] = None, element_count: int = 0,
                flags: int = 0, stream: Optional[int] = None) -> Outputs:
@@ -2521,7 +2530,7 @@ class Graph(_Object):
         outputs.timing = _struct_dict(timing)
         return outputs
 
-    def replay_async(self, bindings: Optional[Sequence[Any]] = None,
+    def replay_async(self, bindings: Optional[_Seq[Any]] = None,
                      params: Optional[Iterable[int]] = None,
                      scalars: Optional[Iterable[Union[int, float]]] = None,
                      element_count: int = 0, flags: int = 0,
@@ -2546,7 +2555,7 @@ class Graph(_Object):
         (self._imports or _Imports()).signal(self._context)
         return pending
 
-    def info(self):
+    def info(self) -> Dict[str, Any]:
         """dict(from_sequence, context, node_count, kernel_node_count,
         unchanged_input_node_count, element_count, capacity_elements, replays,
         host_input_bytes, host_output_bytes); see vyre_graph_info."""
@@ -2556,7 +2565,7 @@ class Graph(_Object):
         d["from_sequence"] = bool(info.from_sequence)
         return d
 
-    def node_kind(self, index):
+    def node_kind(self, index: int) -> Union[GraphNodeKind, int]:
         """The GraphNodeKind of node `index` (nodes numbered in run order)."""
         kind = _c_enum()
         _call("vyre_graph_node_kind_get", self._h(), _unsigned(index, 64, "index"),
@@ -2566,15 +2575,16 @@ class Graph(_Object):
         except ValueError:
             return kind.value
 
-    def node_kinds(self):
+    def node_kinds(self) -> List[Union[GraphNodeKind, int]]:
         """The GraphNodeKind of every node, in run order."""
         return [self.node_kind(i) for i in range(self.info()["node_count"])]
 
-    def kernel_nodes(self):
+    def kernel_nodes(self) -> List[int]:
         """Indices of the KERNEL nodes, for update_kernel_node()."""
         return [i for i, kind in enumerate(self.node_kinds()) if kind == GraphNodeKind.KERNEL]
 
-    def update_kernel_node(self, index, grid=None, scalars=None):
+    def update_kernel_node(self, index: int, grid: Dim3 = None,
+                           scalars: Optional[Iterable[Union[int, float]]] = None) -> None:
         """Changes kernel node `index` for later replays without recording
         again: its grid (1-3 sizes) and/or its scalar parameters. At least one
         must be given."""
@@ -2611,7 +2621,7 @@ class Step:
     """One step of a Sequence. Build with DispatchStep, FillStep, CopyStep,
     UploadStep or DownloadStep; group steps to repeat in a Repeat."""
 
-    kind = None
+    kind: Any = None
 
     def _struct(self, keep):
         raise NotImplementedError
@@ -2641,7 +2651,7 @@ class DispatchStep(Step):
 
     kind = StepKind.DISPATCH
 
-    def __init__(self, program: Program, bindings: Sequence[Any], params: Iterable[int] = (),
+    def __init__(self, program: Program, bindings: _Seq[Any], params: Iterable[int] = (),
                  scalars: Iterable[Union[int, float]] = (), grid: Dim3 = None,
                  block: Dim3 = None, element_count: int = 0, fixpoint_iterations: int = 1,
                  shared_memory_bytes: int = 0, flags: int = 0,
@@ -2666,7 +2676,8 @@ class FillStep(Step):
 
     kind = StepKind.FILL
 
-    def __init__(self, target, value=0, nbytes=None, offset=0):
+    def __init__(self, target: Any, value: int = 0, nbytes: Optional[int] = None,
+                 offset: int = 0) -> None:
         self.buffer, self.offset, self.nbytes = _step_range(target, offset, nbytes, "FillStep")
         self.value = _unsigned(value, 32, "FillStep value")
 
@@ -2682,7 +2693,8 @@ class CopyStep(Step):
 
     kind = StepKind.COPY
 
-    def __init__(self, dst, src, nbytes=None, dst_offset=0, src_offset=0):
+    def __init__(self, dst: Any, src: Any, nbytes: Optional[int] = None, dst_offset: int = 0,
+                 src_offset: int = 0) -> None:
         self.src, self.src_offset, src_bytes = _step_range(src, src_offset, nbytes,
                                                            "CopyStep src")
         self.buffer, self.offset, self.nbytes = _step_range(dst, dst_offset, src_bytes,
@@ -2703,7 +2715,7 @@ class UploadStep(Step):
 
     kind = StepKind.UPLOAD
 
-    def __init__(self, target, data, offset=0):
+    def __init__(self, target: Any, data: Any, offset: int = 0) -> None:
         self._ref = _readable(data, "UploadStep data")
         self.data = data
         self.buffer, self.offset, self.nbytes = _step_range(target, offset, self._ref.nbytes,
@@ -2723,7 +2735,7 @@ class DownloadStep(Step):
 
     kind = StepKind.DOWNLOAD
 
-    def __init__(self, target, out=None, offset=0):
+    def __init__(self, target: Any, out: Any = None, offset: int = 0) -> None:
         if out is None:
             _, _, out = _step_range(target, offset, None, "DownloadStep")
         self._ref = _writable(out, "DownloadStep out")
@@ -2744,7 +2756,7 @@ class Repeat:
     """A block of steps a Sequence runs `count` times in a row (one block per
     sequence)."""
 
-    def __init__(self, count, steps):
+    def __init__(self, count: int, steps: Iterable[Step]) -> None:
         self.count = count
         self.steps = list(steps)
 
@@ -2766,12 +2778,12 @@ class Sequence(_Object):
 
     _handle_type = SequenceHandle
     _destroy = "vyre_sequence_destroy"
-    _keep = None
-    _downloads = ()
+    _keep: Any = None
+    _downloads: Any = ()
 
-    def __init__(self, context, steps):
+    def __init__(self, context: Context, steps: Iterable[Union[Step, Repeat]]) -> None:
         super().__init__(0, context)
-        flat = []
+        flat: List[Step] = []
         repeat_first = repeat_step_count = repeat_count = 0
         seen_repeat = False
         for item in steps:
@@ -2794,7 +2806,7 @@ class Sequence(_Object):
                 raise TypeError(f"Sequence: {type(item).__name__} is not a step. Fix: pass "
                                 f"DispatchStep, FillStep, CopyStep, UploadStep, DownloadStep "
                                 f"or Repeat objects.")
-        keep = []
+        keep: List[Any] = []
         structs = (SequenceStepStruct * max(len(flat), 1))()
         for i, step in enumerate(flat):
             structs[i] = step._struct(keep)
@@ -2811,10 +2823,10 @@ class Sequence(_Object):
         self._downloads = [step for step in flat if isinstance(step, DownloadStep)]
 
     @property
-    def context(self):
+    def context(self) -> Context:
         return self._context
 
-    def run(self):
+    def run(self) -> Outputs:
         """Runs the steps and waits. Returns Outputs: the DOWNLOAD steps'
         host objects in step order, with .timing."""
         timing = _new(TimingStruct)
@@ -2823,7 +2835,7 @@ class Sequence(_Object):
         outputs.timing = _struct_dict(timing)
         return outputs
 
-    def record(self):
+    def record(self) -> Graph:
         """Captures the whole sequence as one Graph; replay it with replay()."""
         handle = GraphHandle()
         _call("vyre_sequence_record", self._h(), byref(handle))
@@ -3015,7 +3027,7 @@ class EgraphRebuildResult:
         self.canonical = canonical
         self.timing = None
 
-    def as_dict(self):
+    def as_dict(self) -> Dict[str, int]:
         """The counts and times as a dict (without canonical and timing)."""
         return {name: getattr(self, name) for name in self._FIELDS}
 
@@ -3063,9 +3075,11 @@ class EgraphImage(_Object):
     device = None
     numpy = False
 
-    def __init__(self, row_classes, row_ops, child_offsets, child_lengths, children,
-                 class_count=None, device=None, context=None, cpu_threads=0,
-                 row_signatures=None, numpy=None):
+    def __init__(self, row_classes: Any, row_ops: Any, child_offsets: Any, child_lengths: Any,
+                 children: Any, class_count: Optional[int] = None,
+                 device: Union[EgraphDevice, str, None] = None,
+                 context: Optional[Context] = None, cpu_threads: int = 0,
+                 row_signatures: Any = None, numpy: Optional[bool] = None) -> None:
         device = _egraph_device(device, context)
         if device == EgraphDevice.GPU and context is None:
             raise ValueError("EgraphImage: a GPU image needs a Context. Fix: pass "
@@ -3096,7 +3110,7 @@ class EgraphImage(_Object):
         handle = EgraphImageHandle()
         _call("vyre_egraph_image_create", byref(desc), byref(handle))
         self._bits = handle.bits
-        self.device = EgraphDevice(device)
+        self.device = EgraphDevice(int(device))
         self.row_count = rows
         self.class_count = desc.class_count
         self.child_count = desc.child_count
@@ -3104,11 +3118,16 @@ class EgraphImage(_Object):
                       else bool(numpy))
 
     @classmethod
-    def from_nodes(cls, nodes, **kwargs):
+    def from_nodes(cls, nodes: Iterable[Tuple[int, int, Iterable[int]]],
+                   **kwargs: Any) -> "EgraphImage":
         """An image of one row per node, each (class, op, children) with
         children a sequence of class ids (empty for a leaf), laid out in row
         order. Other arguments as for EgraphImage."""
-        row_classes, row_ops, offsets, lengths, children = [], [], [], [], []
+        row_classes: List[int] = []
+        row_ops: List[int] = []
+        offsets: List[int] = []
+        lengths: List[int] = []
+        children: List[int] = []
         for i, node in enumerate(nodes):
             try:
                 klass, op, kids = node
@@ -3150,7 +3169,8 @@ class EgraphImage(_Object):
     def _deliver(self, data):
         return data if self.numpy else data.tolist()
 
-    def read(self, column, first=0, count=None, out=None):
+    def read(self, column: Union[EgraphColumn, str, int], first: int = 0,
+             count: Optional[int] = None, out: Any = None) -> Any:
         """Entries [first, first + count) of a column: an EgraphColumn or its
         name ("row_classes", "row_ops", "child_offsets", "child_lengths",
         "row_signatures", "children", "canonical_classes"); count None: to
@@ -3178,11 +3198,12 @@ class EgraphImage(_Object):
         del dst
         return out if out is not None else self._deliver(data)
 
-    def canonical_classes(self):
+    def canonical_classes(self) -> Any:
         """The canonical class of every class (the image's union-find now)."""
         return self.read(EgraphColumn.CANONICAL_CLASSES)
 
-    def write(self, column, values, first=0):
+    def write(self, column: Union[EgraphColumn, str, int], values: Any,
+              first: int = 0) -> None:
         """Overwrites entries [first, first + len(values)) of a row column or
         of the children (not canonical_classes) in place. The library checks
         the rows affected as at creation (class ids below class_count, child
@@ -3192,7 +3213,7 @@ class EgraphImage(_Object):
         _call("vyre_egraph_image_write", self._h(), int(column), _unsigned(first, 64, "first"),
               col.count, col.pointer())
 
-    def info(self):
+    def info(self) -> Dict[str, Any]:
         """dict(device, context, row_count, class_count, child_count,
         canonical_class_count, bytes); see vyre_egraph_image_info. context is
         the Context's handle (0 for a CPU image); bytes the device (GPU) or
@@ -3206,7 +3227,7 @@ class EgraphImage(_Object):
             pass
         return d
 
-    def pass_count(self):
+    def pass_count(self) -> int:
         """How many pairs pass_pairs() would return now."""
         count = c_uint64()
         _call("vyre_egraph_pass", self._h(), None, 0, byref(count))
@@ -3219,7 +3240,7 @@ class EgraphImage(_Object):
         _call("vyre_egraph_pass", self._h(), pairs, capacity, byref(count))
         return [(pairs[2 * i], pairs[2 * i + 1]) for i in range(count.value)]
 
-    def pass_pairs(self, capacity=None):
+    def pass_pairs(self, capacity: Optional[int] = None) -> List[Tuple[int, int]]:
         """One congruence pass, merging nothing: the pairs (left, right) of
         canonical classes, left < right, sorted and deduplicated, that
         congruent rows put in different classes. Each group of congruent rows
@@ -3273,8 +3294,9 @@ class EgraphImage(_Object):
         keep.append(ref)
         return desc, keep, collect
 
-    def rebuild(self, unions=(), reset=False, max_rounds=0, colliding_hash=False,
-                device_timing=False, canonical=True):
+    def rebuild(self, unions: Any = (), reset: bool = False, max_rounds: int = 0,
+                colliding_hash: bool = False, device_timing: bool = False,
+                canonical: Any = True) -> EgraphRebuildResult:
         """Merges `unions` (pairs (a, b) of class ids, e.g. what e-matching
         found; or flat u32 memory of 2 ids each), then merges congruent
         classes round after round until a pass finds nothing (the congruence
@@ -3299,8 +3321,9 @@ class EgraphImage(_Object):
         del keep
         return EgraphRebuildResult(result, collect())
 
-    def rebuild_async(self, unions=(), reset=False, max_rounds=0, colliding_hash=False,
-                      device_timing=False, canonical=True):
+    def rebuild_async(self, unions: Any = (), reset: bool = False, max_rounds: int = 0,
+                      colliding_hash: bool = False, device_timing: bool = False,
+                      canonical: Any = True) -> Pending:
         """Starts a rebuild (arguments as for rebuild()) and returns a Pending
         at once; its wait() returns the EgraphRebuildResult (with .timing).
         The unions are read before this returns. Until the wait, every other

@@ -203,7 +203,7 @@ def export(data: int, device: Tuple[int, int], shape: Sequence[int], dtype: Tupl
         strides.append(step)
         step *= max(int(extent), 1)
     c_strides = (c_int64 * max(ndim, 1))(*reversed(strides))
-    managed = DLManagedTensorVersioned() if versioned else DLManagedTensor()
+    managed: Any = DLManagedTensorVersioned() if versioned else DLManagedTensor()
     t = managed.dl_tensor
     t.data = data or None
     t.device = DLDevice(*device)
@@ -285,6 +285,7 @@ def read(capsule: Any, what: str) -> Imported:
                           f"unused DLPack capsule. Fix: pass the array itself, not a capsule "
                           f"already consumed.")
     address = _capsule_get_pointer(capsule, name)
+    managed: Any
     if versioned:
         managed = DLManagedTensorVersioned.from_address(address)
         if managed.version.major != 1:
