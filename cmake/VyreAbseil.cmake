@@ -16,6 +16,9 @@ option(VYRE_CUDA_STATIC_ABSL
 
 if(NOT VYRE_CUDA_STATIC_ABSL)
   find_package(absl REQUIRED)
+  install(CODE "message(STATUS \"Note: this libvyre_cuda.so needs the system's shared \"
+    \"Abseil (libabsl_*) at run time; the release preset (-DVYRE_CUDA_STATIC_ABSL=ON) \"
+    \"builds the self-contained one.\")")
   return()
 endif()
 
@@ -63,11 +66,16 @@ endfunction()
 
 vyre_find_absl_source(VYRE_ABSL_TREE)
 if(VYRE_ABSL_TREE MATCHES "^NOTFOUND:(.*)$")
+  set(place "${CMAKE_MATCH_1}")
+  if(place STREQUAL "${PROJECT_SOURCE_DIR}/.deps/src")
+    set(fix "run scripts/fetch-abseil-source.sh.")
+  else()
+    set(fix "run scripts/fetch-abseil-source.sh ${place} (or point VYRE_CUDA_ABSL_SOURCE_DIR at an Abseil source tree).")
+  endif()
   message(FATAL_ERROR
-    "VYRE_CUDA_STATIC_ABSL=ON: no Abseil source tree (absl/base/options.h) in "
-    "${CMAKE_MATCH_1} or an abseil-*/ folder under it: the self-contained library "
-    "compiles Debian's Abseil source into itself. "
-    "Fix: run scripts/fetch-abseil-source.sh.")
+    "Abseil source for VYRE_CUDA_STATIC_ABSL=ON: none in ${place} (no absl/base/options.h "
+    "there or in an abseil-*/ folder under it); the self-contained library compiles "
+    "Debian's Abseil source into itself. Fix: ${fix}")
 endif()
 
 # The version: Debian's changelog where there is one, else the LTS macro.

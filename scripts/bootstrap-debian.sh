@@ -7,10 +7,12 @@ set -euo pipefail
 # runtimes, FuzzedDataProvider.h), which --no-install-recommends leaves out.
 # golang-go: the Go bindings' tests (Go 1.19, cgo).
 # abigail-tools: abidiff for the abi.abidiff test (scripts/abi-baseline.sh).
+# dpkg-dev: dpkg-source, which unpacks Debian's Abseil source for the
+# self-contained library (scripts/fetch-abseil-source.sh).
 packages=(cmake ninja-build g++ pkg-config ccache python3
           libabsl-dev libgtest-dev libcli11-dev nlohmann-json3-dev
           clang libclang-rt-14-dev
-          golang-go abigail-tools)
+          golang-go abigail-tools dpkg-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds and runs every test: the CPU suites, the GPU suites (which skip
 # without a GPU unless VYRE_CUDA_REQUIRE_GPU=1), the examples and the Python
-# binding, then the CPU suites again under AddressSanitizer and UBSan, and the
+# binding, the self-contained release library as installed, then the CPU
+# suites again under AddressSanitizer and UBSan, and the
 # API suites on the fake driver (8-thread dispatch, threaded graph tests,
 # the 8-thread device-fault tests and the staging ring's threads included)
 # under ThreadSanitizer, and last the libFuzzer targets (clang, ASan + UBSan,
@@ -16,6 +17,10 @@ jobs=$(nproc)
 cmake --preset cpu
 cmake --build --preset cpu -j"$jobs"
 ctest --preset cpu -j"$jobs"
+# The installed library is the self-contained one (release preset: Abseil
+# built in from Debian's source): its NEEDED list, symbols and abidiff, and the
+# examples against the installed copy on this build's fake driver.
+./scripts/check-self-contained.sh build/cpu
 # The Rust bindings: cargo test over both crates (with and without the fake
 # driver) and their examples, against this build (needs cargo, Rust >= 1.77).
 ./bindings/rust/run-tests.sh build/cpu
