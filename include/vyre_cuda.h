@@ -401,9 +401,12 @@ VYRE_API vyre_status vyre_buffer_download_ranges(vyre_buffer buffer,
                                                  const vyre_download_range* ranges,
                                                  size_t range_count);
 
-/** vyre_buffer_info.flags: the buffer borrows memory other CUDA code owns
- *  (vyre_buffer_wrap); freeing the buffer never frees that memory. */
-#define VYRE_BUFFER_INFO_FLAG_BORROWED (1u << 0)
+/** vyre_buffer_info.flags bits. */
+enum {
+  /** The buffer borrows memory other CUDA code owns (vyre_buffer_wrap);
+   *  freeing the buffer never frees that memory. */
+  VYRE_BUFFER_INFO_FLAG_BORROWED = 1u << 0
+};
 
 typedef struct vyre_buffer_info {
   uint32_t struct_size;

@@ -110,6 +110,9 @@ pub const VYRE_SOURCE_HOST: vyre_binding_source = 1;
 pub const VYRE_SOURCE_RESIDENT: vyre_binding_source = 2;
 pub const VYRE_BINDING_SOURCE_FORCE32: vyre_binding_source = 0x7FFF_FFFF;
 
+/// Flags of `vyre_buffer_info.flags` (an anonymous enum in the header).
+pub const VYRE_BUFFER_INFO_FLAG_BORROWED: u32 = 1 << 0;
+
 /// Flags of `vyre_dispatch_desc.flags` (an anonymous enum in the header).
 pub const VYRE_DISPATCH_FLAG_DEVICE_TIMING: u32 = 1 << 0;
 pub const VYRE_DISPATCH_FLAG_COOPERATIVE: u32 = 1 << 1;
@@ -350,7 +353,8 @@ pub struct vyre_download_range {
 #[derive(Clone, Copy, Debug)]
 pub struct vyre_buffer_info {
     pub struct_size: u32,
-    pub reserved0: u32,
+    /// `VYRE_BUFFER_INFO_FLAG_*` bits.
+    pub flags: u32,
     pub bytes: u64,
     pub device_pointer: u64,
     pub context: vyre_context,
@@ -359,10 +363,31 @@ impl Default for vyre_buffer_info {
     fn default() -> Self {
         Self {
             struct_size: size32::<Self>(),
-            reserved0: 0,
+            flags: 0,
             bytes: 0,
             device_pointer: 0,
             context: vyre_context { bits: 0 },
+        }
+    }
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct vyre_buffer_wrap_desc {
+    pub struct_size: u32,
+    /// Must be 0.
+    pub flags: u32,
+    /// A CUdeviceptr other CUDA code allocated on the context's device.
+    pub device_pointer: u64,
+    pub bytes: u64,
+}
+impl Default for vyre_buffer_wrap_desc {
+    fn default() -> Self {
+        Self {
+            struct_size: size32::<Self>(),
+            flags: 0,
+            device_pointer: 0,
+            bytes: 0,
         }
     }
 }
@@ -868,6 +893,15 @@ extern "C" {
         range_count: usize,
     ) -> vyre_status;
     pub fn vyre_buffer_info_get(buffer: vyre_buffer, out: *mut vyre_buffer_info) -> vyre_status;
+
+    // Interop with other CUDA code in the process
+    pub fn vyre_buffer_wrap(
+        context: vyre_context,
+        desc: *const vyre_buffer_wrap_desc,
+        out: *mut vyre_buffer,
+    ) -> vyre_status;
+    pub fn vyre_context_wait_stream(context: vyre_context, cu_stream: u64) -> vyre_status;
+    pub fn vyre_context_signal_stream(context: vyre_context, cu_stream: u64) -> vyre_status;
 
     // Pinned host memory
     pub fn vyre_host_alloc(context: vyre_context, bytes: u64, out: *mut *mut c_void)

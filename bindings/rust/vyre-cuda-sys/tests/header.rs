@@ -243,6 +243,9 @@ fn every_function_links() {
         vyre_buffer_upload_ranges,
         vyre_buffer_download_ranges,
         vyre_buffer_info_get,
+        vyre_buffer_wrap,
+        vyre_context_wait_stream,
+        vyre_context_signal_stream,
         vyre_host_alloc,
         vyre_host_free,
         vyre_host_register,
@@ -430,7 +433,8 @@ fn rust_layouts() -> BTreeMap<String, Layout> {
         }
         vyre_upload_range { offset, bytes, src }
         vyre_download_range { offset, bytes, dst }
-        vyre_buffer_info: default { struct_size, reserved0, bytes, device_pointer, context }
+        vyre_buffer_info: default { struct_size, flags, bytes, device_pointer, context }
+        vyre_buffer_wrap_desc: default { struct_size, flags, device_pointer, bytes }
         vyre_binding_decl: default {
             struct_size, role, name, element_size, reserved0, element_count, output_offset,
             output_length,
@@ -544,6 +548,7 @@ fn rust_constants() -> BTreeMap<String, u64> {
         VYRE_SOURCE_HOST,
         VYRE_SOURCE_RESIDENT,
         VYRE_BINDING_SOURCE_FORCE32,
+        VYRE_BUFFER_INFO_FLAG_BORROWED,
         VYRE_DISPATCH_FLAG_DEVICE_TIMING,
         VYRE_DISPATCH_FLAG_COOPERATIVE,
         VYRE_GRAPH_NODE_KERNEL,

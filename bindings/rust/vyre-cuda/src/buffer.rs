@@ -10,7 +10,9 @@ use crate::error::{check, Result};
 use crate::{byte_len, Context, Pod};
 
 /// Device memory owned by a [`Context`]; freed on drop (a dispatch still
-/// using it keeps it until that dispatch completes).
+/// using it keeps it until that dispatch completes). A buffer from
+/// [`Buffer::wrap`] borrows memory other CUDA code owns instead: dropping it
+/// releases the handle only.
 pub struct Buffer {
     pub(crate) handle: sys::vyre_buffer,
     bytes: u64,
@@ -30,6 +32,8 @@ pub struct BufferInfo {
     /// The raw CUdeviceptr, for interop with other CUDA code in the process
     /// (valid while the buffer lives).
     pub device_pointer: u64,
+    /// The memory belongs to other CUDA code ([`Buffer::wrap`]).
+    pub borrowed: bool,
 }
 
 /// A byte range of a buffer (length 0: to the end), bound to a dispatch.
@@ -101,6 +105,41 @@ impl Buffer {
         })
     }
 
+    /// A buffer over `bytes` (> 0) of device memory at `device_pointer` that
+    /// other CUDA code in the process allocated (`cudaMalloc`, `cuMemAlloc`,
+    /// a CuPy array's or a PyTorch tensor's data) on `ctx`'s device, in its
+    /// primary context (`vyre_buffer_wrap`). The library checks with the
+    /// driver that the range is device (or managed) memory of that device
+    /// inside one allocation; it never frees the memory. Order work of other
+    /// streams on it with [`Context::wait_stream`] and
+    /// [`Context::signal_stream`].
+    ///
+    /// # Safety
+    ///
+    /// The memory must stay allocated (and not be reused for something
+    /// else) until this buffer is dropped and the dispatches, graphs and
+    /// sequences that use it have completed or been dropped: the library
+    /// reads and writes it until then.
+    pub unsafe fn wrap(ctx: &Context, device_pointer: u64, bytes: u64) -> Result<Buffer> {
+        let desc = sys::vyre_buffer_wrap_desc {
+            device_pointer,
+            bytes,
+            ..Default::default()
+        };
+        let mut handle = sys::vyre_buffer::default();
+        // SAFETY: a valid descriptor and out-pointer; the caller vouches for
+        // the memory's lifetime.
+        check(
+            unsafe { sys::vyre_buffer_wrap(ctx.raw(), &desc, &mut handle) },
+            "vyre_buffer_wrap",
+        )?;
+        Ok(Buffer {
+            handle,
+            bytes,
+            ctx: Arc::clone(&ctx.inner),
+        })
+    }
+
     /// The raw handle, for `vyre-cuda-sys` calls. Valid while `self` lives.
     pub fn raw(&self) -> sys::vyre_buffer {
         self.handle
@@ -125,6 +164,7 @@ impl Buffer {
         Ok(BufferInfo {
             bytes: info.bytes,
             device_pointer: info.device_pointer,
+            borrowed: info.flags & sys::VYRE_BUFFER_INFO_FLAG_BORROWED != 0,
         })
     }
 

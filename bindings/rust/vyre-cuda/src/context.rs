@@ -298,6 +298,30 @@ impl Context {
         )
     }
 
+    /// Work this context enqueues from now on starts after the work already
+    /// enqueued on `cu_stream`, a `CUstream` of the same device (or
+    /// [`CU_STREAM_LEGACY`](crate::CU_STREAM_LEGACY),
+    /// [`CU_STREAM_PER_THREAD`](crate::CU_STREAM_PER_THREAD); 0 is refused).
+    /// The host does not block (`vyre_context_wait_stream`).
+    pub fn wait_stream(&self, cu_stream: u64) -> Result<()> {
+        // SAFETY: a handle we own; the driver validates the stream.
+        check(
+            unsafe { sys::vyre_context_wait_stream(self.raw(), cu_stream) },
+            "vyre_context_wait_stream",
+        )
+    }
+
+    /// Work enqueued on `cu_stream` from now on starts after the work this
+    /// context has already enqueued (`vyre_context_signal_stream`; streams
+    /// as for [`Context::wait_stream`]).
+    pub fn signal_stream(&self, cu_stream: u64) -> Result<()> {
+        // SAFETY: a handle we own; the driver validates the stream.
+        check(
+            unsafe { sys::vyre_context_signal_stream(self.raw(), cu_stream) },
+            "vyre_context_signal_stream",
+        )
+    }
+
     /// `bytes` (> 0) of device memory, uninitialised.
     pub fn alloc(&self, bytes: u64) -> Result<Buffer> {
         Buffer::alloc(self, bytes)

@@ -77,6 +77,13 @@ pub use log::{clear_log_callback, set_log_callback, LogLevel};
 pub use program::{Binding, Code, Param, Program, ProgramBuilder, Role};
 pub use sequence::{Repeat, Sequence, Step};
 
+/// CUDA's legacy default stream (`CU_STREAM_LEGACY`), for
+/// [`Context::wait_stream`] and [`Context::signal_stream`] (the CUDA array
+/// interface and DLPack name it 1 too).
+pub const CU_STREAM_LEGACY: u64 = 1;
+/// CUDA's per-thread default stream (`CU_STREAM_PER_THREAD`).
+pub const CU_STREAM_PER_THREAD: u64 = 2;
+
 /// The version these bindings were written for (`VYRE_CUDA_VERSION_MAJOR`).
 pub const VERSION_MAJOR: u32 = sys::VYRE_CUDA_VERSION_MAJOR;
 

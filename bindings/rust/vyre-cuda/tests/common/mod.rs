@@ -183,6 +183,12 @@ pub struct FakeStats {
     pub objects_reclaimed_by_reset: u64,
     pub registered_ranges_live: u64,
     pub registered_bytes_live: u64,
+    pub deferred_copies: u64,
+    pub deferred_kernels: u64,
+    pub stream_waits: u64,
+    pub last_wait_stream: u64,
+    pub last_wait_event_stream: u64,
+    pub pointer_queries: u64,
 }
 
 extern "C" {
