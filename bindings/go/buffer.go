@@ -58,6 +58,36 @@ func (c *Context) Alloc(bytes uint64) (*Buffer, error) {
 	return b, nil
 }
 
+// Wrap makes a Buffer over `bytes` (> 0) of device memory at devicePointer
+// that other CUDA code in the process allocated (cudaMalloc, cuMemAlloc, a
+// CuPy array's or a PyTorch tensor's data) on the context's device, in its
+// primary context (vyre_buffer_wrap). The library asks the driver that the
+// range is device (or managed) memory of that device inside one allocation,
+// and never frees the memory: Close releases the handle only. The caller
+// must keep the memory allocated until the Buffer is closed (or collected)
+// and the dispatches, graphs and sequences using it have completed. Order
+// other streams' work on it with Context.WaitStream and SignalStream.
+func (c *Context) Wrap(devicePointer, bytes uint64) (*Buffer, error) {
+	const op = "vyre_buffer_wrap"
+	if err := c.check(op); err != nil {
+		return nil, err
+	}
+	var desc C.vyre_buffer_wrap_desc
+	desc.struct_size = C.uint32_t(unsafe.Sizeof(desc))
+	desc.device_pointer = C.uint64_t(devicePointer)
+	desc.bytes = C.uint64_t(bytes)
+	var out C.vyre_buffer
+	err := call(op, func() C.vyre_status { return C.vyre_buffer_wrap(c.handle(), &desc, &out) })
+	runtime.KeepAlive(c)
+	if err != nil {
+		return nil, err
+	}
+	b := &Buffer{ctx: c, size: bytes}
+	b.h.Store(uint64(out.bits))
+	runtime.SetFinalizer(b, func(b *Buffer) { _ = b.Close() })
+	return b, nil
+}
+
 // Upload allocates a buffer holding a copy of data (use AsBytes for typed
 // slices).
 func (c *Context) Upload(data []byte) (*Buffer, error) {
@@ -263,6 +293,8 @@ type BufferInfo struct {
 	DevicePointer uint64
 	// ContextHandle is the owning context's handle bits.
 	ContextHandle uint64
+	// Borrowed: the memory belongs to other CUDA code (Context.Wrap).
+	Borrowed bool
 }
 
 // Info reads the buffer's size, device pointer and owner (vyre_buffer_info_get).
@@ -279,7 +311,8 @@ func (b *Buffer) Info() (BufferInfo, error) {
 		return BufferInfo{}, err
 	}
 	return BufferInfo{Bytes: uint64(info.bytes), DevicePointer: uint64(info.device_pointer),
-		ContextHandle: uint64(info.context.bits)}, nil
+		ContextHandle: uint64(info.context.bits),
+		Borrowed:      info.flags&C.VYRE_BUFFER_INFO_FLAG_BORROWED != 0}, nil
 }
 
 // Arg binds the whole buffer to a dispatch (RESIDENT).

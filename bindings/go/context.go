@@ -282,6 +282,45 @@ func (c *Context) Trim() error {
 	return err
 }
 
+// StreamLegacy and StreamPerThread name CUDA's default streams
+// (CU_STREAM_LEGACY, CU_STREAM_PER_THREAD) for WaitStream and SignalStream;
+// the CUDA array interface and DLPack name the legacy one 1 too.
+const (
+	StreamLegacy    uint64 = 1
+	StreamPerThread uint64 = 2
+)
+
+// WaitStream makes the work the context enqueues from now on start after
+// the work already enqueued on cuStream, a CUstream of the same device (or
+// StreamLegacy, StreamPerThread; 0 is refused) (vyre_context_wait_stream).
+// The host does not block.
+func (c *Context) WaitStream(cuStream uint64) error {
+	const op = "vyre_context_wait_stream"
+	if err := c.check(op); err != nil {
+		return err
+	}
+	err := call(op, func() C.vyre_status {
+		return C.vyre_context_wait_stream(c.handle(), C.uint64_t(cuStream))
+	})
+	runtime.KeepAlive(c)
+	return err
+}
+
+// SignalStream makes the work enqueued on cuStream from now on start after
+// the work the context has already enqueued (vyre_context_signal_stream;
+// streams as for WaitStream). The host does not block.
+func (c *Context) SignalStream(cuStream uint64) error {
+	const op = "vyre_context_signal_stream"
+	if err := c.check(op); err != nil {
+		return err
+	}
+	err := call(op, func() C.vyre_status {
+		return C.vyre_context_signal_stream(c.handle(), C.uint64_t(cuStream))
+	})
+	runtime.KeepAlive(c)
+	return err
+}
+
 // Selftest runs the library's built-in self-test on the context's device
 // (vyre_context_selftest): a checked vector add through the host path.
 func (c *Context) Selftest() error {

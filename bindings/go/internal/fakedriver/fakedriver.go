@@ -68,6 +68,9 @@ type Stats struct {
 	GraphLaunches         uint64
 	Faults                uint64
 	RegisteredRangesLive  uint64
+	StreamWaits           uint64
+	LastWaitStream        uint64
+	LastWaitEventStream   uint64
 }
 
 func path() (*C.char, error) {
@@ -110,6 +113,9 @@ func Read() (Stats, error) {
 		GraphLaunches:         uint64(s.graph_launches),
 		Faults:                uint64(s.faults),
 		RegisteredRangesLive:  uint64(s.registered_ranges_live),
+		StreamWaits:           uint64(s.stream_waits),
+		LastWaitStream:        uint64(s.last_wait_stream),
+		LastWaitEventStream:   uint64(s.last_wait_event_stream),
 	}
 	for k := 0; k < 3; k++ {
 		out.LastGrid[k] = uint32(s.last_grid[k])
