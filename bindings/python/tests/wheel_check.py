@@ -8,7 +8,10 @@ outside the source tree, with no VYRE_CUDA_LIBRARY or PYTHONPATH:
   - without a driver, Context() raises VyreError NO_DRIVER with a Fix;
   - on the fake driver, a vector add (host and resident) is right element
     by element;
-  - VYRE_CUDA_LIBRARY still overrides the bundled library.
+  - VYRE_CUDA_LIBRARY still overrides the bundled library;
+  - with VYRE_CUDA_STATIC_ABSL on in pyproject.toml, the bundled library
+    needs no shared Abseil (ldd); the Abseil source is fetched first
+    (scripts/fetch-abseil-source.sh, cached).
 
     python3 wheel_check.py --work DIR --fake-driver libfake_cuda.so \
         [--build-dir DIR] [--override-library libvyre_cuda.so]
@@ -193,6 +196,12 @@ def main():
     expect(not os.path.abspath(work).startswith(PACKAGE_DIR + os.sep),
            "the work directory is outside the package's source tree")
 
+    if static_absl_expected():
+        # The wheel's library compiles Debian's Abseil source in: fetch it
+        # (idempotent, cached in .deps/src) as a user would first.
+        repo = os.path.dirname(os.path.dirname(PACKAGE_DIR))
+        proc = run([os.path.join(repo, "scripts", "fetch-abseil-source.sh")])
+        expect(proc.returncode == 0, "scripts/fetch-abseil-source.sh fetched Abseil's source")
     wheel = build_wheel(args, os.path.join(work, "dist"))
     check_wheel(wheel)
     python = fresh_venv(os.path.join(work, "venv"))
