@@ -87,13 +87,22 @@ if ! apt-get "${opts[@]}" -qq update > "$tmp/update.log" 2>&1; then
        "into $dir." >&2
   exit 1
 fi
+fetch() { (cd "$tmp/download" && apt-get "${opts[@]}" -qq source --download-only "$1") \
+            > "$tmp/source.log" 2>&1; }
 package="abseil${want:+=$want}"
-if ! (cd "$tmp/download" && apt-get "${opts[@]}" -qq source --download-only "$package") \
-     > "$tmp/source.log" 2>&1; then
-  cat "$tmp/source.log" >&2
-  echo "fetch-abseil-source.sh: apt-get source $package failed (log above). Fix: check that" \
-       "the apt sources still carry that version (apt-cache policy libabsl-dev)." >&2
-  exit 1
+if ! fetch "$package"; then
+  # The installed libabsl-dev's exact revision may be gone from the archive
+  # (a newer stable update replaced it): the same upstream version will do,
+  # the library compiles against the tree's own headers.
+  if [ -n "$want" ] && fetch abseil; then
+    echo "fetch-abseil-source.sh: $package is no longer in the apt sources; took the" \
+         "archive's abseil instead (libabsl-dev $want is installed)." >&2
+  else
+    cat "$tmp/source.log" >&2
+    echo "fetch-abseil-source.sh: apt-get source $package failed (log above). Fix: check the" \
+         "network and that the apt sources carry Abseil (apt-cache policy libabsl-dev)." >&2
+    exit 1
+  fi
 fi
 dsc=$(ls "$tmp"/download/abseil_*.dsc | head -1)
 version=$(sed -n 's/^Version: //p' "$dsc" | head -1)
