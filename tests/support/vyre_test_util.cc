@@ -72,6 +72,19 @@ std::string StatusName(vyre_status status) {
   return ::testing::AssertionSuccess() << StatusName(actual) << ": " << error.message;
 }
 
+::testing::AssertionResult ExpectErrorFrom(vyre_status actual, vyre_status expected,
+                                           const char* function) {
+  ::testing::AssertionResult error = ExpectError(actual, expected);
+  if (!error) return error;
+  const std::string message = LastErrorMessage();
+  const std::string prefix = std::string(function) + ": ";
+  if (message.compare(0, prefix.size(), prefix) != 0) {
+    return ::testing::AssertionFailure() << StatusName(actual) << " message does not begin with \""
+                                         << prefix << "\": \"" << message << "\"";
+  }
+  return ::testing::AssertionSuccess() << message;
+}
+
 ::testing::AssertionResult IsOk(vyre_status actual) {
   if (actual == VYRE_STATUS_OK) {
     LastError error = ReadLastError();

@@ -53,6 +53,10 @@ std::string StatusName(vyre_status status);
 // Succeeds when `actual` is `expected`, vyre_last_error() reports the same
 // status, and its message has the layout of MessageLayoutOk.
 ::testing::AssertionResult ExpectError(vyre_status actual, vyre_status expected);
+// ExpectError, and the message's first line begins with "<function>: " (the
+// public function that failed), as docs/ERROR_CASES.md's tests assert.
+::testing::AssertionResult ExpectErrorFrom(vyre_status actual, vyre_status expected,
+                                           const char* function);
 // Succeeds when `actual` is OK; otherwise reports the last error's message.
 ::testing::AssertionResult IsOk(vyre_status actual);
 
@@ -60,6 +64,9 @@ std::string StatusName(vyre_status status);
   EXPECT_TRUE(::vyre_test::ExpectError((expr), (expected))) << "  in: " #expr
 #define ASSERT_VYRE_ERROR(expr, expected) \
   ASSERT_TRUE(::vyre_test::ExpectError((expr), (expected))) << "  in: " #expr
+#define EXPECT_VYRE_ERROR_FROM(expr, expected, function)                       \
+  EXPECT_TRUE(::vyre_test::ExpectErrorFrom((expr), (expected), (function))) \
+      << "  in: " #expr
 #define EXPECT_VYRE_OK(expr) EXPECT_TRUE(::vyre_test::IsOk(expr)) << "  in: " #expr
 #define ASSERT_VYRE_OK(expr) ASSERT_TRUE(::vyre_test::IsOk(expr)) << "  in: " #expr
 

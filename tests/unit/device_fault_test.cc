@@ -379,6 +379,51 @@ TEST_F(DeviceFaultTest, AFaultCostsTheContextNotTheProcess) {
   ExpectNothingLeft();
 }
 
+// The releases of pinned host memory, registered memory and a GPU e-graph
+// image follow the release rule too (docs/ERROR_CASES.md): after a fault they
+// release, then return DEVICE_FAULT saying what was released, and the memory
+// or handle is gone.
+TEST_F(DeviceFaultTest, HostMemoryAndImageReleasesReportTheFault) {
+  vyre_context& context = NewContext();
+  ASSERT_NE(context.bits, 0u);
+  vyre_program add = MakeProgram(context, AddSpec());
+  void* pinned = nullptr;
+  ASSERT_VYRE_OK(vyre_host_alloc(context, 4096, &pinned));
+  std::vector<uint8_t> storage(3 * 4096);
+  void* caller = reinterpret_cast<void*>(
+      (reinterpret_cast<uintptr_t>(storage.data()) + 4095) & ~uintptr_t{4095});
+  ASSERT_VYRE_OK(vyre_host_register(context, caller, 8192));
+  const uint32_t zero = 0;
+  vyre_egraph_image_desc egraph = VYRE_EGRAPH_IMAGE_DESC_INIT;
+  egraph.context = context;
+  egraph.row_count = 1;
+  egraph.class_count = 1;
+  egraph.row_classes = &zero;
+  egraph.row_ops = &zero;
+  egraph.child_offsets = &zero;
+  egraph.child_lengths = &zero;
+  vyre_egraph_image image{0};
+  ASSERT_VYRE_OK(vyre_egraph_image_create(&egraph, &image));
+
+  FaultThroughDispatch(add);
+
+  EXPECT_RELEASED_AFTER_FAULT(vyre_host_free(pinned), "vyre_host_free: the pinned memory is freed");
+  EXPECT_RELEASED_AFTER_FAULT(vyre_host_unregister(caller),
+                              "vyre_host_unregister: the memory is unregistered");
+  EXPECT_RELEASED_AFTER_FAULT(vyre_egraph_image_destroy(image),
+                              "vyre_egraph_image_destroy: the e-graph image is destroyed");
+  // Gone, whatever the status said.
+  EXPECT_VYRE_ERROR_FROM(vyre_host_free(pinned), VYRE_STATUS_INVALID_ARGUMENT, "vyre_host_free");
+  EXPECT_VYRE_ERROR_FROM(vyre_host_unregister(caller), VYRE_STATUS_INVALID_ARGUMENT,
+                         "vyre_host_unregister");
+  EXPECT_VYRE_ERROR_FROM(vyre_egraph_image_destroy(image), VYRE_STATUS_STALE_HANDLE,
+                         "vyre_egraph_image_destroy");
+  EXPECT_RELEASED_AFTER_FAULT(vyre_program_destroy(add), "the program is destroyed");
+  DestroyFaulted(context, "create a new context to go on (vyre_context_create): this was the "
+                          "last vyre context on device 0, so the library reset it");
+  ExpectNothingLeft();
+}
+
 // A fault that shows only at the next synchronisation (as on a real GPU): the
 // async dispatch is enqueued fine and its wait reports the fault.
 TEST_F(DeviceFaultTest, TheWaitThatSeesALatentFaultReportsIt) {
