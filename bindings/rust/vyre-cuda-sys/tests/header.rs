@@ -159,9 +159,9 @@ fn rust_type(ty: &str) -> String {
 
 /// The functions declared in this crate's extern block, read from its source.
 fn rust_functions() -> BTreeMap<String, Function> {
-    let source =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/src/lib.rs")).unwrap();
-    let source = strip_comments(&source);
+    // Embedded at compile time, so the test binary also runs where the
+    // source tree is elsewhere (staged for the GPU machine).
+    let source = strip_comments(include_str!("../src/lib.rs"));
     let block = &source[source.find("extern \"C\" {").expect("no extern block")..];
     let mut out = BTreeMap::new();
     for piece in block.split("pub fn ").skip(1) {

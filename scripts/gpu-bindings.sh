@@ -1,0 +1,342 @@
+#!/usr/bin/env bash
+# Runs the language bindings' tests and examples on the GPU machine, after
+# scripts/gpu-suite.sh has built build/gpu there, with the Rust and Go binaries
+# staged by scripts/stage-binding-tests.sh (.deps/bindings.tar.xz, unpacked
+# into .deps/bindings/: that machine has no cargo and no go). Python needs
+# nothing built.
+#   scripts/gpu-bindings.sh [--bench | --bench-only] [--fake] [--build DIR]
+#                           [--iterations N] [--warmup N]
+#
+#   (default)     VYRE_CUDA_REQUIRE_GPU=1: every binding test that needs a
+#                 driver fails instead of skipping; the Rust tests (both
+#                 crates), the Go tests, the Python suite (CuPy, PyTorch and
+#                 Numba interop must run, not skip), the Rust and Go examples
+#                 (each checks every element and exits non-zero on a wrong
+#                 one, as the C-only bench/binding_overhead.c does).
+#   --bench       then the overhead benchmark: a 4 KiB vector add (1024 u32),
+#                 resident and host, from C (bench/binding_overhead.c, built
+#                 here with cc), Rust, Go and Python (with CuPy and PyTorch);
+#                 medians after warm-up, one markdown table in
+#                 $OUT/binding-overhead.md.
+#   --bench-only  the benchmark alone.
+#   --fake        the plumbing on a machine without a GPU: the test suite's
+#                 fake driver (BUILD/tests/support/libfake_cuda.so) with
+#                 VYRE_CUDA_TEST_FAKE_DRIVER=1 instead of REQUIRE_GPU; the
+#                 CuPy/PyTorch/Numba requirement is dropped (they need the real
+#                 driver). Benchmark numbers on the fake driver are meaningless.
+#   --build DIR   the CMake build holding src/libvyre_cuda.so (default
+#                 build/gpu).
+# Logs, one per step, and summary.txt go to $OUT/bindings/ (OUT defaults to
+# build/gpu-out). Each step prints PASS or FAIL; the exit status is non-zero
+# when any step failed.
+#   scripts/gpu-bindings.sh --source-hash   prints the hash of the sources the
+#                 staged binaries are built from (stage-binding-tests.sh
+#                 records it; a mismatch here is reported as STALE).
+set -uo pipefail
+repo="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$repo" || exit 1
+
+source_hash() {
+  find bindings/rust bindings/go include -type f \
+    \( -name '*.rs' -o -name '*.go' -o -name '*.c' -o -name '*.h' -o -name '*.toml' \
+       -o -name 'go.mod' -o -name 'Cargo.lock' \) -print0 |
+    sort -z | xargs -0 sha256sum | sha256sum | cut -c1-16
+}
+
+tests=1 bench=0 fake=0 build=build/gpu iterations=20000 warmup=2000
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --source-hash) source_hash; exit 0 ;;
+    --bench) bench=1 ;;
+    --bench-only) bench=1 tests=0 ;;
+    --fake) fake=1 ;;
+    --build) build="$2"; shift ;;
+    --iterations) iterations="$2"; shift ;;
+    --warmup) warmup="$2"; shift ;;
+    *) echo "usage: scripts/gpu-bindings.sh [--bench|--bench-only] [--fake] [--build DIR] [--iterations N] [--warmup N]" >&2
+       exit 2 ;;
+  esac
+  shift
+done
+
+out="${OUT:-build/gpu-out}"
+mkdir -p "$out/bindings"
+out="$(cd "$out" && pwd)"
+logs="$out/bindings"
+summary="$logs/summary.txt"
+: > "$summary"
+stage="$repo/.deps/bindings"
+build="$(cd "$build" 2>/dev/null && pwd)" || { echo "FAIL setup: no build directory $build (run scripts/gpu-suite.sh first)"; exit 1; }
+lib="$build/src/libvyre_cuda.so"
+fake_lib="$build/tests/support/libfake_cuda.so"
+
+note() { echo "$*" | tee -a "$summary"; }
+if [ ! -e "$lib" ]; then
+  note "FAIL setup: $lib is missing (run scripts/gpu-suite.sh first)"
+  exit 1
+fi
+
+# The staged Abseil (the library built here links it) and the toolkit.
+[ -f .deps/env.sh ] && source .deps/env.sh
+[ -f scripts/env.sh ] && source scripts/env.sh >/dev/null 2>&1
+export LD_LIBRARY_PATH="$build/src:$repo/.deps/root/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export VYRE_CUDA_INCLUDE_DIR="$repo/include"
+export VYRE_CUDA_LIBRARY="$lib"
+export PYTHONPATH="$repo/bindings/python${PYTHONPATH:+:$PYTHONPATH}"
+export PYTHONDONTWRITEBYTECODE=1
+export VYRE_CUDA_TEST_CC="${CC:-cc}"
+if [ -e "$build/tests/support/test_kernels.cubin" ]; then
+  export VYRE_CUDA_TEST_KERNELS_DIR="$build/tests/support"
+else
+  kernels_note="NOTE: no $build/tests/support/test_kernels.cubin: the cubin/fatbin program tests skip"
+fi
+if [ "$fake" = 1 ]; then
+  if [ ! -e "$fake_lib" ]; then
+    note "FAIL setup: $fake_lib is missing (cmake --build $build --target vyre_fake_cuda)"
+    exit 1
+  fi
+  export VYRE_CUDA_DRIVER_LIBRARY="$fake_lib" VYRE_CUDA_TEST_FAKE_DRIVER=1
+  unset VYRE_CUDA_REQUIRE_GPU
+  mode="fake driver ($fake_lib)"
+else
+  export VYRE_CUDA_REQUIRE_GPU=1
+  unset VYRE_CUDA_TEST_FAKE_DRIVER VYRE_CUDA_DRIVER_LIBRARY
+  mode="GPU (VYRE_CUDA_REQUIRE_GPU=1)"
+fi
+# Example sizes: a million elements on the GPU, fewer on the (host) fake.
+n_example=$([ "$fake" = 1 ] && echo 100000 || echo 1048576)
+
+gpu="$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)"
+note "bindings on ${gpu:-no nvidia-smi}; mode: $mode"
+note "library: $lib"
+[ -n "${kernels_note:-}" ] && note "$kernels_note"
+# The carried tarball (stage-binding-tests.sh) replaces any unpacked copy.
+if [ -f "$stage.tar.xz" ]; then
+  rm -rf "$stage"
+  if ! tar -C "$repo/.deps" -xJf "$stage.tar.xz" 2>"$logs/unpack.log" &&
+     ! python3 -m tarfile -e "$stage.tar.xz" "$repo/.deps" 2>>"$logs/unpack.log"; then
+    note "FAIL setup: cannot unpack $stage.tar.xz: $(tail -2 "$logs/unpack.log")"
+    exit 1
+  fi
+fi
+if [ -f "$stage/MANIFEST" ]; then
+  staged_hash="$(sed -n 's/^source-hash: //p' "$stage/MANIFEST")"
+  note "staged: $(sed -n 's/^staged: //p' "$stage/MANIFEST"); $(sed -n 's/^commit: //p' "$stage/MANIFEST")"
+  if [ "$staged_hash" != "$(source_hash)" ]; then
+    note "STALE: bindings/ or include/ changed since the binaries were staged (hash $staged_hash, now $(source_hash)); rerun scripts/stage-binding-tests.sh"
+  fi
+else
+  note "FAIL setup: no staged binaries in $stage (run scripts/stage-binding-tests.sh where cargo and go are, and carry .deps/bindings.tar.xz)"
+  [ "$tests" = 1 ] && exit 1
+fi
+
+failed=0
+# step NAME DIR CMD...: runs CMD in DIR, log in $logs/NAME.log; PASS/FAIL.
+step() {
+  local name="$1" dir="$2"
+  shift 2
+  local t0=$SECONDS code
+  (cd "$dir" && "$@") > "$logs/$name.log" 2>&1
+  code=$?
+  if [ "$code" = 0 ]; then
+    note "PASS $name ($((SECONDS - t0)) s)"
+  else
+    note "FAIL $name (exit $code, $((SECONDS - t0)) s; log $logs/$name.log)"
+    tail -25 "$logs/$name.log" | sed 's/^/    /'
+    failed=1
+  fi
+  return "$code"
+}
+# fail_step NAME WHY: a check that is not a command.
+fail_step() { note "FAIL $1: $2"; failed=1; }
+
+if [ "$tests" = 1 ]; then
+  # Rust: each staged test executable from its crate's directory, as cargo
+  # test runs it. Doc tests need rustdoc and are not staged.
+  rust_tests=0
+  for bin in "$stage"/rust/vyre-cuda-sys/* "$stage"/rust/vyre-cuda/*; do
+    [ -x "$bin" ] || continue
+    crate="$(basename "$(dirname "$bin")")"
+    rust_tests=$((rust_tests + 1))
+    if step "rust-test-$crate-$(basename "$bin")" "bindings/rust/$crate" "$bin"; then
+      grep -h '^test result:' "$logs/rust-test-$crate-$(basename "$bin").log" | sed 's/^/    /' | tee -a "$summary"
+    fi
+  done
+  [ "$rust_tests" -gt 0 ] || fail_step rust-tests "no staged Rust test binaries in $stage/rust"
+  for example in vector_add triton_saxpy graph_replay; do
+    if [ -x "$stage/rust/examples/$example" ]; then
+      step "rust-example-$example" . "$stage/rust/examples/$example" "$n_example"
+    else
+      fail_step "rust-example-$example" "not staged"
+    fi
+  done
+
+  # Go: the test binary from the package directory, as go test runs it.
+  if [ -x "$stage/go/vyrecuda.test" ]; then
+    step go-test bindings/go "$stage/go/vyrecuda.test" -test.count=1 -test.v -test.timeout=30m
+    grep -c -- '^--- PASS' "$logs/go-test.log" | sed 's/^/    passed: /' | tee -a "$summary"
+    grep -A1 -- '--- SKIP' "$logs/go-test.log" | grep -v '^--$' | sed 's/^/    /' | tee -a "$summary"
+  else
+    fail_step go-test "not staged"
+  fi
+  for example in vector_add triton_saxpy graph_replay; do
+    if [ -x "$stage/go/$example" ]; then
+      step "go-example-$example" . "$stage/go/$example" "$n_example"
+    else
+      fail_step "go-example-$example" "not staged"
+    fi
+  done
+  if [ -x "$stage/go/vector_add" ]; then
+    # Without a driver: exit 2 and the message's Fix.
+    env VYRE_CUDA_DRIVER_LIBRARY=/nonexistent/libcuda.so.1 "$stage/go/vector_add" > "$logs/go-example-no-driver.log" 2>&1
+    code=$?
+    if [ "$code" = 2 ] && grep -q "Fix:" "$logs/go-example-no-driver.log"; then
+      note "PASS go-example-no-driver"
+    else
+      fail_step go-example-no-driver "exit $code, expected 2 with a Fix: $(head -3 "$logs/go-example-no-driver.log")"
+    fi
+  fi
+
+  # Python: the ctest environment of bindings/python/CMakeLists.txt (not
+  # python_wheel, which needs a package index).
+  step python-tests bindings/python python3 -m unittest discover -s tests -v
+  grep -E '^(Ran|OK|FAILED)' "$logs/python-tests.log" | sed 's/^/    /' | tee -a "$summary"
+  skips="$(grep -E "skipped '" "$logs/python-tests.log")"
+  [ -n "$skips" ] && sed 's/^/    skip: /' <<<"$skips" | tee -a "$summary"
+  if [ "$fake" = 0 ]; then
+    # On the GPU the interop with CuPy, PyTorch and Numba must have run.
+    interop_skips="$(grep -E "(Cupy|Torch|Numba)Test.*skipped" <<<"$skips")"
+    ran="$(grep -E '^test_[a-z0-9_]+ \(test_interop\.(Cupy|Torch|Numba)Test' "$logs/python-tests.log" | grep -vc skipped)"
+    if [ -n "$interop_skips" ]; then
+      fail_step python-interop "CuPy/PyTorch/Numba tests skipped: $interop_skips"
+    elif [ "$ran" -eq 0 ]; then
+      fail_step python-interop "no CuPy/PyTorch/Numba test in the log"
+    else
+      note "PASS python-interop ($ran CuPy/PyTorch/Numba tests ran)"
+    fi
+  fi
+fi
+
+if [ "$bench" = 1 ]; then
+  note "== overhead benchmark: $iterations calls per case after $warmup warm-up calls"
+  work="$logs/bench"
+  mkdir -p "$work"
+  results="$work/results.jsonl"
+  : > "$results"
+  cc_bin="${CC:-cc}"
+  if step bench-c-build . "$cc_bin" -O2 -std=c11 -Wall -Werror -Iinclude bench/binding_overhead.c \
+      -L"$build/src" -lvyre_cuda -o "$work/binding_overhead_c"; then
+    step bench-c . "$work/binding_overhead_c" --iterations "$iterations" --warmup "$warmup" &&
+      grep '^OVERHEAD ' "$logs/bench-c.log" | cut -c10- >> "$results"
+  fi
+  if [ -x "$stage/rust/examples/bench_overhead" ]; then
+    step bench-rust . "$stage/rust/examples/bench_overhead" --iterations "$iterations" --warmup "$warmup" &&
+      grep '^OVERHEAD ' "$logs/bench-rust.log" | cut -c10- >> "$results"
+  else
+    fail_step bench-rust "not staged"
+  fi
+  if [ -x "$stage/go/bench_overhead" ]; then
+    step bench-go . "$stage/go/bench_overhead" -iterations "$iterations" -warmup "$warmup" &&
+      grep '^OVERHEAD ' "$logs/bench-go.log" | cut -c10- >> "$results"
+  else
+    fail_step bench-go "not staged"
+  fi
+  # Python: vyre, CuPy and PyTorch (CuPy and PyTorch skip on the fake driver).
+  py_iterations=$((iterations / 4 > 1000 ? iterations / 4 : 1000))
+  py_warmup=$((warmup / 4 > 100 ? warmup / 4 : 100))
+  if [ "$fake" = 1 ]; then
+    # The fake driver cannot serve CuPy or PyTorch: hide them.
+    mkdir -p "$work/no-gpu-libs"
+    for m in cupy torch; do
+      echo 'raise ImportError("hidden: the fake driver cannot serve it")' > "$work/no-gpu-libs/$m.py"
+    done
+    step bench-python . env PYTHONPATH="$work/no-gpu-libs:$PYTHONPATH" \
+      python3 bindings/python/bench_overhead.py --iterations "$py_iterations" --warmup "$py_warmup" \
+      --json "$work/python.json"
+  else
+    step bench-python . python3 bindings/python/bench_overhead.py --iterations "$py_iterations" \
+      --warmup "$py_warmup" --json "$work/python.json"
+  fi
+  python3 - "$results" "$work/python.json" "$out/binding-overhead.md" "$gpu" "$mode" \
+      "$iterations" "$warmup" "$py_iterations" "$py_warmup" <<'EOF' 2>&1 | tee -a "$summary"
+import json, os, sys
+results, py_json, md, gpu, mode, it, wu, py_it, py_wu = sys.argv[1:]
+rows = {}   # label -> {"resident": us, "host": us}
+device = None
+for line in open(results):
+    r = json.loads(line)
+    rows.setdefault(r["binding"], {})[r["case"]] = r
+    device = device or r.get("device")
+labels = {"vyre resident": ("Python (vyre_cuda)", "resident"),
+          "vyre host": ("Python (vyre_cuda)", "host"),
+          "vyre over torch tensors": ("Python (vyre_cuda over torch tensors)", "resident"),
+          "cupy resident": ("CuPy", "resident"), "cupy host": ("CuPy", "host"),
+          "torch resident": ("PyTorch", "resident"), "torch host": ("PyTorch", "host")}
+skipped = []
+if os.path.exists(py_json):
+    p = json.load(open(py_json))
+    device = device or p.get("device")
+    skipped = p.get("skipped", [])
+    for label, r in p["results"].items():
+        for prefix, (row, case) in labels.items():
+            if label.startswith(prefix):
+                rows.setdefault(row, {})[case] = r
+order = ["C", "Rust", "Go", "Python (vyre_cuda)", "Python (vyre_cuda over torch tensors)",
+         "CuPy", "PyTorch"]
+def cell(row, case):
+    r = rows.get(row, {}).get(case)
+    return None if r is None else r["median_us"]
+base = {c: cell("C", c) for c in ("resident", "host")}
+def fmt(v):
+    return "-" if v is None else f"{v:.1f}"
+def delta(row, case):
+    v, b = cell(row, case), base[case]
+    return "-" if v is None or b is None else f"{v - b:+.1f}"
+lines = [f"GPU: {gpu or device or 'unknown'} (vyre device name: {device or 'unknown'}); mode: {mode}",
+         "",
+         "Per-call time of a 4 KiB vector add (1024 u32, out = a + b), result ready when the call "
+         "returns: resident = inputs and output in device memory (vyre_dispatch waits; CuPy and "
+         "PyTorch add then synchronize); host = both inputs from host memory and the sum back to "
+         "host memory in one call (CuPy: asarray x2, add, get; PyTorch: .cuda() x2, add, .cpu()). "
+         f"Medians of {it} calls after {wu} warm-up calls (C, Rust, Go) and of {py_it} calls after "
+         f"{py_wu} (Python), each call timed alone; delta = median minus C's median.",
+         "",
+         "| language / library | resident 4 KiB median (us) | host 4 KiB median (us) | "
+         "delta resident over C (us) | delta host over C (us) |",
+         "|---|---:|---:|---:|---:|"]
+for row in order + [r for r in rows if r not in order]:
+    if row not in rows:
+        continue
+    lines.append(f"| {row} | {fmt(cell(row, 'resident'))} | {fmt(cell(row, 'host'))} | "
+                 f"{delta(row, 'resident')} | {delta(row, 'host')} |")
+targets = []
+for row in ("Rust", "Go"):
+    for case in ("resident", "host"):
+        v, b = cell(row, case), base[case]
+        if v is not None and b is not None:
+            targets.append(f"{row} {case} {v - b:+.2f} us over C "
+                           f"({'within' if v - b <= 1.0 else 'OUTSIDE'} the 1 us target)")
+v = cell("Python (vyre_cuda)", "host")
+if v is not None:
+    targets.append(f"Python host {v:.1f} us ({'under' if v < 30 else 'OVER'} the 30 us target)")
+lines += ["", "Targets (issue 8): " + "; ".join(targets) + "."]
+if skipped:
+    lines.append("Skipped: " + "; ".join(skipped) + ".")
+text = "\n".join(lines) + "\n"
+open(md, "w").write(text)
+print(text, end="")
+missing = [r for r in ("C", "Rust", "Go", "Python (vyre_cuda)") if r not in rows]
+if missing:
+    print("FAIL bench-table: no results for " + ", ".join(missing))
+    sys.exit(1)
+print(f"PASS bench-table ({md})")
+EOF
+  [ "${PIPESTATUS[0]}" = 0 ] || failed=1
+fi
+
+if [ "$failed" = 0 ]; then
+  note "ALL PASSED (logs in $logs)"
+else
+  note "SOME FAILED (logs in $logs; summary $summary)"
+fi
+exit "$failed"
