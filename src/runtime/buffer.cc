@@ -59,15 +59,20 @@ absl::StatusOr<std::shared_ptr<Buffer>> Buffer::Wrap(std::shared_ptr<Context> co
   static_assert(sizeof(attributes) / sizeof(attributes[0]) == sizeof(values) / sizeof(values[0]));
   const CUresult queried = driver::Api().cuPointerGetAttributes(
       sizeof(values) / sizeof(values[0]), attributes, values, device);
-  const char* fix_alloc =
-      "pass a pointer from cudaMalloc, cuMemAlloc or another CUDA allocator (CuPy, PyTorch, "
-      "Numba) on device %u, while that memory is allocated";
+  // Built only on the error paths; a lambda, since absl::StrFormat takes
+  // only literal formats.
+  auto fix_alloc = [ordinal] {
+    return absl::StrFormat(
+        "pass a pointer from cudaMalloc, cuMemAlloc or another CUDA allocator (CuPy, PyTorch, "
+        "Numba) on device %u, while that memory is allocated",
+        ordinal);
+  };
   if (queried == CUDA_ERROR_INVALID_VALUE || (queried == CUDA_SUCCESS && type == 0)) {
     return MakeError(
         VYRE_STATUS_INVALID_ARGUMENT,
         absl::StrFormat("%s: device_pointer 0x%x is not memory the CUDA driver knows (freed, "
                         "plain host memory, or a wrong address). Fix: %s.",
-                        what, device, absl::StrFormat(fix_alloc, ordinal)),
+                        what, device, fix_alloc()),
         queried == CUDA_SUCCESS ? 0 : static_cast<int32_t>(queried));
   }
   if (queried != CUDA_SUCCESS) return driver::CuError(queried, what, "cuPointerGetAttributes");
@@ -82,7 +87,7 @@ absl::StatusOr<std::shared_ptr<Buffer>> Buffer::Wrap(std::shared_ptr<Context> co
     return Errorf(VYRE_STATUS_INVALID_ARGUMENT,
                   "%s: device_pointer 0x%x is memory of CUDA memory type %u, not device or "
                   "managed memory. Fix: %s.",
-                  what, device, type, absl::StrFormat(fix_alloc, ordinal));
+                  what, device, type, fix_alloc());
   }
   if (owner_ordinal != static_cast<int>(ordinal)) {
     return Errorf(VYRE_STATUS_INVALID_ARGUMENT,
