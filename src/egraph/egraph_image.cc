@@ -91,14 +91,14 @@ absl::StatusOr<EgraphScratchLayout> LayOutScratch(uint64_t rows, uint64_t classe
   // Four slots per row keep the table at most a quarter full after a full
   // round; later rounds add their changed rows, and a table over half full
   // is cleared by a full round (see congruence.cu). Table entries are u64
-  // ((hash << 32) | row); a row record is 16 bytes.
+  // (hash, table round, row); a row record is 16 bytes.
   l.table_slots = std::max<uint64_t>(*NextPowerOfTwo(std::max<uint64_t>(rows, 1) * 4), 1024);
   l.hooked_words = std::max<uint64_t>((classes + 31) / 32, 1);
   uint64_t cursor = 0;
   const bool ok = Place(&cursor, rows * 4, &l.hash) && Place(&cursor, (rows + 31) / 32 * 4, &l.dirty_rows) &&
-                  Place(&cursor, rows * 4, &l.slot_of) &&
                   Place(&cursor, l.table_slots * 8, &l.table) &&
                   Place(&cursor, rows * 16, &l.records) &&
+                  Place(&cursor, rows, &l.changed_in) &&
                   Place(&cursor, sizeof(VyreEgCounters), &l.counters) &&
                   Place(&cursor, l.hooked_words * 2 * 4, &l.hooked);
   if (!ok) return LayoutOverflow(what);
@@ -221,7 +221,7 @@ absl::Status EgraphImage::CreateOnDevice(const vyre_egraph_image_desc& desc, con
   args_.canon = base + layout_.canon;
   args_.hash = scratch + scratch_layout_.hash;
   args_.dirty_rows = scratch + scratch_layout_.dirty_rows;
-  args_.slot_of = scratch + scratch_layout_.slot_of;
+  args_.changed_in = scratch + scratch_layout_.changed_in;
   args_.table = scratch + scratch_layout_.table;
   args_.records = scratch + scratch_layout_.records;
   args_.counters = scratch + scratch_layout_.counters;

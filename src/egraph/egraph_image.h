@@ -34,7 +34,7 @@ struct EgraphLayout {
 // table slot ("bucket rows"), the group table ("bucket words"), the row
 // records, the 64-byte counter block and the two linked-root bitsets.
 struct EgraphScratchLayout {
-  uint64_t hash = 0, dirty_rows = 0, slot_of = 0, table = 0, records = 0, counters = 0, hooked = 0;
+  uint64_t hash = 0, dirty_rows = 0, table = 0, records = 0, changed_in = 0, counters = 0, hooked = 0;
   uint64_t table_slots = 0, hooked_words = 0;
   uint64_t bytes = 0;
 };

@@ -516,6 +516,18 @@ TEST_F(EgraphGpuTest, DeepChainMatchesCpuRoundForRound) {
   EXPECT_EQ(out.result.rounds, kDepth + 1);
   EXPECT_EQ(out.result.merges, kDepth);
   for (uint32_t x = 0; x < g.classes; ++x) ASSERT_EQ(out.canonical[x], x & ~1u) << x;
+  // The same with every row of the chain one hash: each probe meets the old
+  // (stale) entries of the rows that changed before it, across the full
+  // round the table takes after its 256th round.
+  {
+    RebuildSpec colliding;
+    colliding.flags = VYRE_EGRAPH_REBUILD_RESET | VYRE_EGRAPH_REBUILD_COLLIDING_HASH;
+    colliding.unions = {1, 0};
+    ASSERT_TRUE(twin.RebuildBoth(colliding, &out));
+    EXPECT_EQ(out.result.rounds, kDepth + 1);
+    EXPECT_EQ(out.result.merges, kDepth);
+    for (uint32_t x = 0; x < g.classes; ++x) ASSERT_EQ(out.canonical[x], x & ~1u) << x;
+  }
   for (uint32_t max_rounds : {1u, 3u, 4u, 5u, 63u, 64u, 65u, 200u}) {
     SCOPED_TRACE("max_rounds " + std::to_string(max_rounds));
     spec.flags = VYRE_EGRAPH_REBUILD_RESET;

@@ -13,7 +13,7 @@ typedef uint64_t vyre_eg_u64;
 typedef uint32_t vyre_eg_u32;
 #endif
 
-// Device-side state of one rebuild or pass (one 64-byte block).
+// Device-side state of one rebuild or pass.
 struct VyreEgCounters {
   vyre_eg_u64 merges;          // congruence merges over all rounds
   vyre_eg_u64 union_merges;    // merges made by the caller's unions
@@ -27,6 +27,8 @@ struct VyreEgCounters {
   vyre_eg_u32 rounds;          // rounds finished
   vyre_eg_u32 max_rounds;      // 0: no limit
   vyre_eg_u32 overflow;        // a probe ran the whole table (never expected)
+  vyre_eg_u32 table_round;     // rounds since the table was last cleared (0: a full round)
+  vyre_eg_u32 reserved;
 };
 
 struct VyreEgArgs {
@@ -34,11 +36,12 @@ struct VyreEgArgs {
   vyre_eg_u64 row_classes, row_ops, child_offsets, child_lengths, signatures, children;
   // Union-find (classes entries) and canonical children (child_count).
   vyre_eg_u64 parent, canon;
-  // Scratch: row hashes and each row's table slot (rows entries each), the
-  // dirty-row bitset ((rows + 31) / 32 words), the table (table_mask + 1 u64
-  // entries, (hash << 32) | row) and the row records (rows x 16 bytes: op,
-  // arity, child offset, class; packed from the columns).
-  vyre_eg_u64 hash, dirty_rows, slot_of, table, records;
+  // Scratch: row hashes (rows entries), the dirty-row bitset ((rows + 31) /
+  // 32 words), the table (table_mask + 1 u64 entries: hash, table round,
+  // row), the row records (rows x 16 bytes: op, arity, child offset, class;
+  // packed from the columns) and the table round each row's form last
+  // changed in (rows bytes).
+  vyre_eg_u64 hash, dirty_rows, table, records, changed_in;
   // Pass scratch: each row's group leader row, each leader's minimum class
   // (rows entries each), the set of pairs (pair_set_mask + 1 u64) and the
   // output (pair_capacity pairs).
