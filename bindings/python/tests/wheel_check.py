@@ -50,6 +50,30 @@ def run(cmd, **kwargs):
     return subprocess.run(cmd, **kwargs)
 
 
+def skip_without_a_backend(work):
+    """Exits 77 when the build backend can be neither imported here nor
+    downloaded: checked first, so that an offline machine (the GPU machine)
+    skips instead of failing on the Abseil source fetch that comes before the
+    build."""
+    try:
+        import scikit_build_core  # noqa: F401
+        return
+    except ImportError:
+        pass
+    probe = os.path.join(work, "backend-probe")
+    shutil.rmtree(probe, ignore_errors=True)
+    proc = run([sys.executable, "-m", "pip", "download", "--no-deps", "--disable-pip-version-check",
+                "--retries", "0", "--timeout", "15",
+                "-d", probe, "scikit-build-core>=0.10"],
+               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if proc.returncode != 0 and any(marker in proc.stdout for marker in NO_INDEX_MARKERS):
+        print(proc.stdout[-4000:])
+        log("SKIP: no package index reachable for scikit-build-core and it is not "
+            "installed here. Fix: allow access to PyPI, or pip install "
+            "'scikit-build-core>=0.10' into this interpreter.")
+        raise SystemExit(SKIP)
+
+
 def build_wheel(args, dist):
     shutil.rmtree(dist, ignore_errors=True)
     os.makedirs(dist)
@@ -196,6 +220,7 @@ def main():
     expect(not os.path.abspath(work).startswith(PACKAGE_DIR + os.sep),
            "the work directory is outside the package's source tree")
 
+    skip_without_a_backend(work)
     if static_absl_expected():
         # The wheel's library compiles Debian's Abseil source in: fetch it
         # (idempotent, cached in .deps/src) as a user would first.

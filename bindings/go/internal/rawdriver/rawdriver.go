@@ -2,10 +2,13 @@
 // for other CUDA code in the process (CuPy, PyTorch, a user's own
 // cuMemAlloc): the driver the library loaded (VYRE_CUDA_DRIVER_LIBRARY, else
 // libcuda.so.1; dlopen of the same path returns the same instance), entry
-// points resolved through cuGetProcAddress_v2 at CUDA 12.0's ABI. Every call
-// makes device 0's primary context current for its duration (cgo calls may
-// run on any OS thread). (cgo is not allowed in _test.go files, hence a
-// package.)
+// points resolved through cuGetProcAddress_v2 at CUDA 12.0's ABI. Like
+// CuPy or PyTorch, it retains device 0's primary context once and keeps it
+// for the life of the process: released per call, the context was destroyed
+// (with the memory and streams made in it) whenever the test's own vyre
+// context was closed first. Every call makes that context current for its
+// duration (cgo calls may run on any OS thread). (cgo is not allowed in
+// _test.go files, hence a package.)
 package rawdriver
 
 /*
@@ -16,9 +19,9 @@ package rawdriver
 #include <stdlib.h>
 
 typedef int (*get_proc_fn)(const char*, void**, int, unsigned long long, int*);
+typedef int (*init_fn)(unsigned int);
 typedef int (*device_get_fn)(int*, int);
 typedef int (*retain_fn)(void**, int);
-typedef int (*release_fn)(int);
 typedef int (*get_current_fn)(void**);
 typedef int (*set_current_fn)(void*);
 typedef int (*mem_alloc_fn)(unsigned long long*, size_t);
@@ -31,9 +34,10 @@ typedef int (*stream_fn)(void*);
 
 static struct {
   int loaded;
+  void* context;  // device 0's primary context, retained for good
+  init_fn init;
   device_get_fn device_get;
   retain_fn retain;
-  release_fn release;
   get_current_fn get_current;
   set_current_fn set_current;
   mem_alloc_fn mem_alloc;
@@ -60,9 +64,9 @@ static int raw_load(const char* path) {
     if (get(name, &p, 12000, 0, &status) != 0 || !p) return -1;      \
     *(void**)&raw.field = p;                                          \
   }
+  RAW_SYM(init, "cuInit");
   RAW_SYM(device_get, "cuDeviceGet");
   RAW_SYM(retain, "cuDevicePrimaryCtxRetain");
-  RAW_SYM(release, "cuDevicePrimaryCtxRelease");
   RAW_SYM(get_current, "cuCtxGetCurrent");
   RAW_SYM(set_current, "cuCtxSetCurrent");
   RAW_SYM(mem_alloc, "cuMemAlloc");
@@ -74,26 +78,20 @@ static int raw_load(const char* path) {
   RAW_SYM(stream_destroy, "cuStreamDestroy");
   RAW_SYM(stream_sync, "cuStreamSynchronize");
 #undef RAW_SYM
+  int device = 0;
+  if (raw.init(0) || raw.device_get(&device, 0) || raw.retain(&raw.context, device)) return -1;
   raw.loaded = 1;
   return 0;
 }
 
-typedef struct { int device; void* previous; } scope;
+typedef struct { void* previous; } scope;
 
 static int enter(scope* s) {
-  void* ctx = NULL;
-  int r = raw.device_get(&s->device, 0);
-  if (r) return r;
-  if ((r = raw.retain(&ctx, s->device))) return r;
   s->previous = NULL;
   raw.get_current(&s->previous);
-  if ((r = raw.set_current(ctx))) raw.release(s->device);
-  return r;
+  return raw.set_current(raw.context);
 }
-static void leave(scope* s) {
-  raw.set_current(s->previous);
-  raw.release(s->device);
-}
+static void leave(scope* s) { raw.set_current(s->previous); }
 
 #define IN_CONTEXT(expr)      \
   scope s;                    \
