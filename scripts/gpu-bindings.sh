@@ -10,9 +10,9 @@
 #   (default)     VYRE_CUDA_REQUIRE_GPU=1: every binding test that needs a
 #                 driver fails instead of skipping; the Rust tests (both
 #                 crates), the Go tests, the Python suite (CuPy, PyTorch and
-#                 Numba interop must run, not skip), the Rust and Go examples
-#                 (each checks every element and exits non-zero on a wrong
-#                 one, as the C-only bench/binding_overhead.c does).
+#                 Numba interop must run, not skip), the Rust, Go and Python
+#                 examples (each checks every element and exits non-zero on a
+#                 wrong one, as the C-only bench/binding_overhead.c does).
 #   --bench       then the overhead benchmark: a 4 KiB vector add (1024 u32),
 #                 resident and host, from C (bench/binding_overhead.c, built
 #                 here with cc), Rust, Go and Python (with CuPy and PyTorch);
@@ -221,6 +221,18 @@ if [ "$tests" = 1 ]; then
     else
       note "PASS python-interop ($ran CuPy/PyTorch/Numba tests passed)"
     fi
+  fi
+  # The Python examples (bindings/python/examples: nothing to build; each
+  # checks every element, exits 1 on a wrong one and 2 without a GPU).
+  for example in vector_add triton_saxpy graph_replay; do
+    step "python-example-$example" bindings/python python3 "examples/$example.py" "$n_example"
+  done
+  env VYRE_CUDA_DRIVER_LIBRARY=/nonexistent/libcuda.so.1 python3 bindings/python/examples/vector_add.py > "$logs/python-example-no-driver.log" 2>&1
+  code=$?
+  if [ "$code" = 2 ] && grep -q "Fix:" "$logs/python-example-no-driver.log"; then
+    note "PASS python-example-no-driver"
+  else
+    fail_step python-example-no-driver "exit $code, expected 2 with a Fix: $(head -3 "$logs/python-example-no-driver.log")"
   fi
 fi
 
