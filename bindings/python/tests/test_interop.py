@@ -420,6 +420,44 @@ class InteropTest(unittest.TestCase):
         self.inc.dispatch([arr], params=[16], stream=vc.STREAM_PER_THREAD)
         self.assertEqual(arr.streams, [vc.STREAM_PER_THREAD])
 
+    def test_repeated_dispatch_over_changing_foreign_arrays(self):
+        """Foreign arrays are wrapped afresh on every call: new arrays, new
+        pointers, a mix with host and resident entries, slot by slot; every
+        result is checked and no wrapped handle or capsule outlives its call."""
+        self.need_wrap()
+        n = 257
+        bufs = [self.ctx.alloc(4 * n) for _ in range(4)]
+        live = self.live_buffers()
+        exports = _dlpack.live_exports()
+        for call in range(24):
+            a, b = random_u32(n, self.rng), random_u32(n, self.rng)
+            src_a, src_b, dst = bufs[call % 4], bufs[(call + 1) % 4], bufs[(call + 2) % 4]
+            src_a.upload(a)
+            src_b.upload(b)
+            dst.upload(bytes(4 * n))
+            kind = call % 4
+            if kind == 0:
+                entries = [CaiArray(src_a.device_pointer, (n,)), b,
+                           CaiArray(dst.device_pointer, (n,), stream=vc.STREAM_LEGACY)]
+            elif kind == 1:
+                entries = [DLPackArray(src_a.as_array("uint32")), src_b,
+                           DLPackArray(dst.as_array("uint32"))]
+            elif kind == 2:
+                entries = [a.tobytes(), CaiArray(src_b.device_pointer, (n,)), dst]
+            else:
+                entries = [DLPackArray(src_a.as_array("uint32")),
+                           CaiArray(src_b.device_pointer, (1, n), strides=(4 * n, 4)),
+                           CaiArray(dst.device_pointer, (4 * n,), typestr="|u1", version=2)]
+            outs = self.prog.dispatch(entries, params=[n])
+            self.assertEqual(list(outs), [None, None, None])
+            check_sum(self, a, b, dst.download(), f"call {call} kind {kind}")
+            self.assertEqual(self.live_buffers(), live, f"call {call}: handles released")
+        del entries
+        gc.collect()
+        self.assertEqual(_dlpack.live_exports(), exports, "every capsule deleted")
+        for buf in bufs:
+            buf.close()
+
     def test_context_wrap(self):
         self.need_wrap()
         n = 64

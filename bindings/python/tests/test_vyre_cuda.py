@@ -1203,6 +1203,98 @@ class GpuTest(unittest.TestCase):
         self.assertEqual(vc.device_info(info["ordinal"])["name"], info["name"])
         self.assertGreaterEqual(vc.device_count(), 1)
 
+    def test_repeated_dispatch_with_changing_inputs(self):
+        """dispatch() reuses its descriptors between calls: nothing of an
+        earlier call may leak into a later one. Host contents, the objects
+        bound (and their kinds, slot by slot), the sizes, params and the
+        launch options change from call to call; every output element is
+        checked every time."""
+        cap = 700
+        sentinel = 0xA5A5A5A5  # what the output held before the call
+        da, db = self.ctx.alloc(4 * cap), self.ctx.alloc(4 * cap)
+        douts = [self.ctx.alloc(4 * cap), self.ctx.alloc(4 * cap)]
+        out_a, out_b = bytearray(4 * cap), array.array("I", bytes(4 * cap))
+        for call in range(60):
+            n = self.rng.choice((1, 2, 255, 256, 257, 511, cap, cap))
+            a, b = self.data(cap)
+            kind = call % 6
+            # Inputs: a fresh object, the same one refilled, bytes, memoryview, resident.
+            inputs = []
+            for slot, src in enumerate((a, b)):
+                how = (call + slot) % 5
+                if how == 0:
+                    inputs.append(src)
+                elif how == 1:
+                    inputs.append(bytearray(src.tobytes()))
+                elif how == 2:
+                    inputs.append(src.tobytes())
+                elif how == 3:
+                    inputs.append(memoryview(bytearray(src.tobytes())))
+                else:
+                    buf = (da, db)[slot]
+                    buf.upload(src)
+                    inputs.append(buf if call % 2 else buf.range(0, 4 * cap))
+            params = [[n], (n,), iter([n]), [float(n)]][call % 4]
+            options = {}
+            if kind == 4:
+                options = dict(grid=(n + 63) // 64, block=64)
+            elif kind == 5:
+                options = dict(element_count=n)
+            with self.subTest(call=call, n=n, kind=kind):
+                if kind in (0, 3):  # into a reused bytearray / array, prefilled
+                    out = out_a if kind == 0 else out_b
+                    array_view = memoryview(out).cast("B").cast("I")
+                    for i in range(cap):
+                        array_view[i] = sentinel
+                    array_view.release()
+                    outs = self.prog.dispatch(inputs + [out], params=params, **options)
+                    self.assertIs(outs[2], out)
+                    got = array.array("I", bytes(out))
+                elif kind in (1, 4):  # resident output, alternating buffers
+                    dout = douts[call % 2]
+                    dout.upload(array.array("I", [sentinel]) * cap)
+                    outs = self.prog.dispatch(inputs + [dout], params=params, **options)
+                    self.assertIsNone(outs[2])
+                    got = array.array("I", bytes(dout.download()))
+                else:  # a byte count: a new bytearray each call
+                    outs = self.prog.dispatch(inputs + [4 * cap], params=params, **options)
+                    got = array.array("I", bytes(outs[2]))
+                self.assertEqual(len(got), cap)
+                self.assertIsNone(outs[0])
+                self.assertIsNone(outs[1])
+                # Elements from n on are the kernel's to leave (the fake
+                # driver's writes zeros there): every element it computes is
+                # checked.
+                want = [(x + y) & 0xFFFFFFFF for x, y in zip(a[:n], b[:n])]
+                bad = [i for i in range(n) if got[i] != want[i]]
+                self.assertEqual(bad, [], f"first wrong element {bad[:1]}")
+                self.assertEqual(sorted(outs.timing), ["device_ns", "enqueue_ns", "wait_ns",
+                                                       "wall_ns"])
+            # The inputs' memory is free again: a bytearray can be resized.
+            for entry in inputs:
+                if isinstance(entry, bytearray):
+                    entry.extend(b"1234")
+        # An INPUT_OUTPUT binding in place, repeatedly; then a closed buffer.
+        inc = self.ctx.program(INC_PTX, "vyre_test_inc_u32", INC_BINDINGS, workgroup_size=64)
+        data = array.array("I", range(100))
+        for k in range(1, 6):
+            outs = inc.dispatch([data], params=[50 + k])
+            self.assertIs(outs[0], data)
+            # Call m increments elements [0, 50 + m).
+            self.assertEqual(list(data), [i + sum(1 for m in range(1, k + 1) if i < 50 + m)
+                                          for i in range(100)])
+        closed = self.ctx.alloc(400)
+        closed.close()
+        with self.assertRaises(vc.VyreError) as cm:
+            inc.dispatch([closed], params=[100])
+        self.assertEqual(cm.exception.status, vc.Status.INVALID_HANDLE)
+        outs = inc.dispatch([data], params=[1])  # and the next call is right again
+        self.assertEqual(data[0], 6)
+        self.assertEqual(data[1], 1 + 5)
+        inc.close()
+        for buf in [da, db] + douts:
+            buf.close()
+
     def test_vector_add_host_memory(self):
         for n in (1, 255, 257, (1 << 20) + 17):
             with self.subTest(n=n):

@@ -767,6 +767,9 @@ def load(path: Optional[str] = None) -> ctypes.CDLL:
     search path. Later calls return the library already loaded.
     """
     global _lib, _lib_path, _lib_missing
+    lib = _lib
+    if lib is not None:
+        return lib  # set last, once the library is fully set up: no lock needed
     with _lib_lock:
         if _lib is not None:
             return _lib
@@ -859,7 +862,9 @@ def _check(status, call):
 
 
 def _call(name, *args):
-    _check(getattr(load(), name)(*args), name)
+    status = getattr(_lib or load(), name)(*args)
+    if status:
+        _check(status, name)
 
 
 def version() -> Tuple[int, int, int]:
@@ -1137,49 +1142,58 @@ def _marshal_into(decls, bindings, context, stream, imports):
     structs = (DispatchBindingStruct * max(len(bindings), 1))()
     for i, entry in enumerate(bindings):
         role = decls[i].role if i < len(decls) else Role.INPUT
-        s = _new(DispatchBindingStruct, source=int(Source.HOST))
-        what = f"binding {i}"
-        resident = _resident_range(entry)
-        if (resident is None and context is not None and role != Role.SHARED
-                and not isinstance(entry, _HOST_TYPES)):
-            wrapped = _foreign(entry, what, role in (Role.OUTPUT, Role.INPUT_OUTPUT), context,
-                               stream)
-            if wrapped is not None:
-                imports.append(wrapped)
-                resident = BufferRange(wrapped)
-        if resident is not None:
-            s.source = int(Source.RESIDENT)
-            s.buffer = BufferHandle(resident.buffer.handle)
-            s.offset = _unsigned(resident.offset, 64, f"{what} offset")
-            s.length = _unsigned(resident.length, 64, f"{what} length")
-            residents.append(resident.buffer)
-        elif role == Role.SHARED or entry is None:
-            pass  # SHARED entries are ignored; None leaves the library to object
-        elif role == Role.INPUT:
-            ref = _readable(entry, what)
-            keep.append(ref)
-            s.host_input, s.host_bytes = ref.address, ref.nbytes
-        elif role == Role.OUTPUT:
+        structs[i] = _marshal_entry(i, entry, role, context, stream, imports, keep, keep_out,
+                                    residents, outputs)
+    return structs, keep, keep_out, outputs, residents
+
+
+def _marshal_entry(i, entry, role, context, stream, imports, keep, keep_out, residents,
+                   outputs, waits=None):
+    """The vyre_dispatch_binding of binding i (see _marshal_bindings); waits:
+    None to wait for a foreign array's stream at once, else a list the
+    stream is appended to, for the caller to wait for before the call."""
+    s = _new(DispatchBindingStruct, source=int(Source.HOST))
+    what = f"binding {i}"
+    resident = _resident_range(entry)
+    if (resident is None and context is not None and role != Role.SHARED
+            and not isinstance(entry, _HOST_TYPES)):
+        wrapped = _foreign(entry, what, role in (Role.OUTPUT, Role.INPUT_OUTPUT), context,
+                           stream, waits)
+        if wrapped is not None:
+            imports.append(wrapped)
+            resident = BufferRange(wrapped)
+    if resident is not None:
+        s.source = int(Source.RESIDENT)
+        s.buffer = BufferHandle(resident.buffer.handle)
+        s.offset = _unsigned(resident.offset, 64, f"{what} offset")
+        s.length = _unsigned(resident.length, 64, f"{what} length")
+        residents.append(resident.buffer)
+    elif role == Role.SHARED or entry is None:
+        pass  # SHARED entries are ignored; None leaves the library to object
+    elif role == Role.INPUT:
+        ref = _readable(entry, what)
+        keep.append(ref)
+        s.host_input, s.host_bytes = ref.address, ref.nbytes
+    elif role == Role.OUTPUT:
+        ref = _writable(entry, what)
+        keep_out.append(ref)
+        s.host_output, s.host_bytes = ref.address, ref.nbytes
+        outputs[i] = ref.owner
+    else:  # INPUT_OUTPUT: in place when writable, else into a new bytearray
+        try:
             ref = _writable(entry, what)
             keep_out.append(ref)
-            s.host_output, s.host_bytes = ref.address, ref.nbytes
+            s.host_input = s.host_output = ref.address
+            s.host_bytes = ref.nbytes
             outputs[i] = ref.owner
-        else:  # INPUT_OUTPUT: in place when writable, else into a new bytearray
-            try:
-                ref = _writable(entry, what)
-                keep_out.append(ref)
-                s.host_input = s.host_output = ref.address
-                s.host_bytes = ref.nbytes
-                outputs[i] = ref.owner
-            except TypeError:
-                src = _readable(entry, what)
-                dst = _writable(src.nbytes, what)
-                keep.append(src)
-                keep_out.append(dst)
-                s.host_input, s.host_output, s.host_bytes = src.address, dst.address, src.nbytes
-                outputs[i] = dst.owner
-        structs[i] = s
-    return structs, keep, keep_out, outputs, residents
+        except TypeError:
+            src = _readable(entry, what)
+            dst = _writable(src.nbytes, what)
+            keep.append(src)
+            keep_out.append(dst)
+            s.host_input, s.host_output, s.host_bytes = src.address, dst.address, src.nbytes
+            outputs[i] = dst.owner
+    return s
 
 
 def _scalar_array(values, params, what):
@@ -1201,6 +1215,91 @@ def _scalar_array(values, params, what):
                              f"in [-2**63, 2**64).")
         out[i] = v & _U64_MAX
     return out, len(values)
+
+
+# ---------------------------------------------------------------------------
+# Program.dispatch's fast path: reused descriptors, written word by word
+# ---------------------------------------------------------------------------
+
+def _binding_layout():
+    """(HOST head word, RESIDENT head word) when vyre_dispatch_binding is
+    seven 64-bit words (struct_size and source, host_input, host_output,
+    host_bytes, buffer, offset, length), as on every 64-bit ABI; else None
+    (the fast path then writes fields one by one)."""
+    names = ("host_input", "host_output", "host_bytes", "buffer", "offset", "length")
+    if ctypes.sizeof(DispatchBindingStruct) != 56:
+        return None
+    for k, name in enumerate(names):
+        field = getattr(DispatchBindingStruct, name)
+        if field.offset != 8 * (k + 1) or field.size != 8:
+            return None
+    heads = []
+    for source in (Source.HOST, Source.RESIDENT):
+        heads.append(c_uint64.from_buffer_copy(
+            _new(DispatchBindingStruct, source=int(source))).value)
+    return tuple(heads)
+
+
+def _bytes_data_offset():
+    """Where a bytes object's data lies from id(obj) (CPython's ob_sval),
+    checked against ctypes' own c_char_p address; None when not CPython or
+    the check fails (bytes then go through c_char_p)."""
+    if sys.implementation.name != "cpython":
+        return None
+    offset = bytes.__basicsize__ - 1
+    probe = bytes(range(16)) + os.urandom(8)  # a fresh, non-interned object
+    if ctypes.cast(c_char_p(probe), c_void_p).value != id(probe) + offset:
+        return None
+    return offset
+
+
+_LAYOUT = _binding_layout()
+_WRAP_DESC_SIZE = ctypes.sizeof(BufferWrapDescStruct)
+_BYTES_OFFSET = _bytes_data_offset()
+_TIMING_NAMES = tuple(name for name, _ in TimingStruct._fields_
+                      if name != "struct_size" and not name.startswith("reserved"))
+_timing_values = operator.attrgetter(*_TIMING_NAMES)
+# The timing fields after struct_size/reserved0, as 64-bit words, zeroed
+# before each call (a fresh vyre_timing in effect).
+_TIMING_FIRST_WORD = TimingStruct.wall_ns.offset // 8
+_TIMING_WORDS = ctypes.sizeof(TimingStruct) // 8 - _TIMING_FIRST_WORD
+_TIMING_ZEROS = (0,) * _TIMING_WORDS
+_c_char_from_buffer = c_char.from_buffer
+_addressof = ctypes.addressof
+_ROLE_INPUT = Role.INPUT
+_ROLE_OUTPUT = Role.OUTPUT
+_ROLE_SHARED = Role.SHARED
+
+
+class _DispatchScratch:
+    """One vyre_dispatch descriptor with its binding array, parameter words
+    and timing struct, reused by one Program.dispatch call at a time (a
+    Program keeps a pool: concurrent calls each take their own). Every call
+    rewrites each binding it passes in full; the descriptor's other fields
+    are rewritten when they differ from what the last call left."""
+
+    __slots__ = ("capacity", "structs", "words", "params", "param_capacity", "desc",
+                 "desc_ref", "timing", "timing_words", "timing_ref", "handle", "count",
+                 "word_count", "plain", "scalars")
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self.structs = (DispatchBindingStruct * capacity)()
+        self.words = ((c_uint64 * (7 * capacity)).from_buffer(self.structs)
+                      if _LAYOUT is not None else None)
+        self.param_capacity = 8
+        self.params = (c_uint32 * self.param_capacity)()
+        self.desc = _new(DispatchDescStruct, fixpoint_iterations=1)
+        self.desc_ref = byref(self.desc)
+        self.timing = _new(TimingStruct)
+        self.timing_words = (c_uint64 * _TIMING_WORDS).from_buffer(
+            self.timing, _TIMING_FIRST_WORD * 8)
+        self.timing_ref = byref(self.timing)
+        self.handle = ProgramHandle()
+        self.count = -1  # binding_count and bindings not yet set
+        self.word_count = -1  # param_words and param_word_count not yet set
+        self.plain = True  # flags, grid, block, ... at dispatch()'s defaults
+        self.scalars = False  # scalars set
 
 
 # ---------------------------------------------------------------------------
@@ -1571,10 +1670,15 @@ class Buffer(_Object):
         _require("vyre_buffer_wrap", "Context.wrap")
         buf = cls.__new__(cls)
         _Object.__init__(buf, 0, context)
-        desc = _new(BufferWrapDescStruct, device_pointer=_unsigned(pointer, 64, "device pointer"),
-                    bytes=_unsigned(nbytes, 64, "nbytes"))
+        desc = BufferWrapDescStruct()
+        desc.struct_size = _WRAP_DESC_SIZE
+        desc.device_pointer = _unsigned(pointer, 64, "device pointer")
+        desc.bytes = _unsigned(nbytes, 64, "nbytes")
         handle = BufferHandle()
-        _call("vyre_buffer_wrap", context._h(), byref(desc), byref(handle))
+        status = (_lib or load()).vyre_buffer_wrap(ContextHandle(context._bits), byref(desc),
+                                                   byref(handle))
+        if status:
+            _check(status, "vyre_buffer_wrap")
         buf._bits = handle.bits
         buf.nbytes = nbytes
         buf._owner = owner
@@ -1657,8 +1761,10 @@ class Buffer(_Object):
 
     def _free(self, bits: int) -> None:
         try:
-            if bits and not (self._context is not None and self._context.closed):
-                _call(self._destroy, BufferHandle(bits))
+            if bits and not (self._context is not None and self._context._bits == 0):
+                status = (_lib or load()).vyre_buffer_free(BufferHandle(bits))
+                if status:
+                    _check(status, "vyre_buffer_free")
         finally:
             # The handle is gone: the foreign memory may go too.
             imported, self._imported = self._imported, None
@@ -1922,7 +2028,7 @@ _HOST_TYPES = (bytes, bytearray, memoryview, _array.array, int, type(None))
 
 
 def _foreign(obj: Any, what: str, writable: bool, context: Context,
-             stream: Optional[int]) -> Optional[Buffer]:
+             stream: Optional[int], waits: Optional[List[int]] = None) -> Optional[Buffer]:
     """obj wrapped as a borrowed Buffer when it is another library's device
     array (DLPack on a CUDA device, else __cuda_array_interface__); None when
     it is host memory (the buffer protocol path). The context waits for the
@@ -1938,7 +2044,7 @@ def _foreign(obj: Any, what: str, writable: bool, context: Context,
             raise TypeError(f"{what}: {type(obj).__name__}.__dlpack_device__() failed: {e}. "
                             f"Fix: pass a valid DLPack array.") from None
         if device[0] in (_dlpack.KDL_CUDA, _dlpack.KDL_CUDA_MANAGED):
-            return _wrap_dlpack(obj, device, what, writable, context, stream)
+            return _wrap_dlpack(obj, device, what, writable, context, stream, waits)
         if device[0] in (_dlpack.KDL_CPU, _dlpack.KDL_CUDA_HOST):
             try:
                 memoryview(obj).release()
@@ -1956,7 +2062,7 @@ def _foreign(obj: Any, what: str, writable: bool, context: Context,
         cai = obj.__cuda_array_interface__
     except AttributeError:
         return None
-    return _wrap_cai(obj, cai, what, writable, context)
+    return _wrap_cai(obj, cai, what, writable, context, waits)
 
 
 def _c_contiguous(shape: Tuple[int, ...], strides: _Seq[int], itemsize: int) -> bool:
@@ -1973,7 +2079,11 @@ def _c_contiguous(shape: Tuple[int, ...], strides: _Seq[int], itemsize: int) -> 
     return True
 
 
-def _wrap_cai(obj: Any, cai: Any, what: str, writable: bool, context: Context) -> Buffer:
+def _wrap_cai(obj: Any, cai: Any, what: str, writable: bool, context: Context,
+              waits: Optional[List[int]] = None) -> Buffer:
+    """waits (for every _wrap_*): None waits for the array's stream here;
+    a list gets the stream appended instead, and the caller waits for each
+    stream listed (once) before it enqueues work."""
     name = type(obj).__name__
     try:
         shape = tuple(int(extent) for extent in cai["shape"])
@@ -2011,7 +2121,10 @@ def _wrap_cai(obj: Any, cai: Any, what: str, writable: bool, context: Context) -
                              f"{stream!r}. Fix: the producer must give None or a nonzero int "
                              f"(CAI v3).")
     buf = Buffer._wrap(context, pointer, nbytes, obj, None)
-    if stream is not None:
+    if stream is not None and waits is not None:
+        waits.append(stream)
+        buf._stream = stream
+    elif stream is not None:
         try:
             context.wait_stream(stream)
         except BaseException:
@@ -2022,7 +2135,8 @@ def _wrap_cai(obj: Any, cai: Any, what: str, writable: bool, context: Context) -
 
 
 def _wrap_dlpack(obj: Any, device: Tuple[int, ...], what: str, writable: bool,
-                 context: Context, stream: Optional[int]) -> Buffer:
+                 context: Context, stream: Optional[int],
+                 waits: Optional[List[int]] = None) -> Buffer:
     name = type(obj).__name__
     if device[1] != context.device:
         raise ValueError(f"{what}: {name} is on CUDA device {device[1]}, the context on device "
@@ -2050,6 +2164,10 @@ def _wrap_dlpack(obj: Any, device: Tuple[int, ...], what: str, writable: bool,
     except BaseException:
         imported.release()
         raise
+    if waits is not None:
+        waits.append(s)
+        buf._stream = s
+        return buf
     try:
         context.wait_stream(s)
     except BaseException:
@@ -2122,6 +2240,7 @@ class Program(_Object):
                  params: Optional[_Seq[Tuple[ParamKind, int]]] = None,
                  compile_options: Optional[_Seq[Union[str, bytes]]] = None) -> None:
         super().__init__(0, context)
+        self._scratch: List[_DispatchScratch] = []  # dispatch()'s descriptors, reused
         if code_kind is None:
             code_kind = CodeKind.PTX
         if isinstance(code, str):
@@ -2233,17 +2352,173 @@ class Program(_Object):
 
         Returns Outputs: per binding, the object holding its host result (or
         None), with .timing."""
-        desc, keep, keep_out, outputs, imports = self._prepare(
-            bindings, params, scalars, grid, block, element_count, fixpoint_iterations,
-            shared_memory_bytes, flags, stream)
+        # The common entries (Buffer, BufferRange, bytes, bytearray,
+        # array.array) are written straight into a reused descriptor; the
+        # rest go through _marshal_entry, as in dispatch_async and record.
+        if type(bindings) is not list and type(bindings) is not tuple:
+            bindings = list(bindings)
+        n = len(bindings)
+        pool = self._scratch
         try:
-            timing = _new(TimingStruct)
-            _call("vyre_dispatch", self._h(), byref(desc), byref(timing))
+            sc = pool.pop()
+            if sc.capacity < n:
+                sc = _DispatchScratch(n)
+        except IndexError:
+            sc = _DispatchScratch(max(n, 4))
+        decls = self.bindings
+        nd = len(decls)
+        structs = sc.structs
+        q = sc.words
+        outputs = Outputs([None] * n)
+        pins = []  # buffer exports: the memory stays put until C is done
+        general = None  # (keep, keep_out, residents) of _marshal_entry
+        imports = None
+        waits = None
+        extra = None  # a params or scalars array C reads during the call
+        desc = sc.desc
+        try:
+            for i in range(n):
+                entry = bindings[i]
+                t = type(entry)
+                role = decls[i].role if i < nd else _ROLE_INPUT
+                if q is not None:
+                    j = 7 * i
+                    if t is Buffer:
+                        q[j:j + 7] = (_LAYOUT[1], 0, 0, 0, entry._bits, 0, 0)
+                        continue
+                    if t is BufferRange:
+                        buf, off, length = entry.buffer, entry.offset, entry.length
+                        if (type(buf) is Buffer and type(off) is int and type(length) is int
+                                and 0 <= off <= _U64_MAX and 0 <= length <= _U64_MAX):
+                            q[j:j + 7] = (_LAYOUT[1], 0, 0, 0, buf._bits, off, length)
+                            continue
+                    elif role != _ROLE_SHARED:
+                        if t is bytes:
+                            if role == _ROLE_INPUT and _BYTES_OFFSET is not None:
+                                q[j:j + 7] = (_LAYOUT[0], id(entry) + _BYTES_OFFSET, 0,
+                                              len(entry), 0, 0, 0)
+                                continue
+                        elif t is bytearray or t is _array.array:
+                            nbytes = len(entry) if t is bytearray else len(entry) * entry.itemsize
+                            if nbytes:
+                                pin = _c_char_from_buffer(entry)
+                                pins.append(pin)
+                                address = _addressof(pin)
+                                if role == _ROLE_INPUT:
+                                    q[j:j + 7] = (_LAYOUT[0], address, 0, nbytes, 0, 0, 0)
+                                else:
+                                    q[j:j + 7] = (_LAYOUT[0], 0 if role == _ROLE_OUTPUT
+                                                  else address, address, nbytes, 0, 0, 0)
+                                    outputs[i] = entry
+                                continue
+                        elif t is not tuple and t is not DeviceArray and entry is not None:
+                            # Another library's device array: wrapped for this call.
+                            if imports is None:
+                                imports = _Imports()
+                                waits = []
+                            wrapped = _foreign(entry, f"binding {i}",
+                                               role == Role.OUTPUT or role == Role.INPUT_OUTPUT,
+                                               self._context, stream, waits)
+                            if wrapped is not None:
+                                imports.append(wrapped)
+                                q[j:j + 7] = (_LAYOUT[1], 0, 0, 0, wrapped._bits, 0, 0)
+                                continue
+                            # Not foreign (host memory, a vyre object): no second look.
+                            if general is None:
+                                general = ([], [], [])
+                            structs[i] = _marshal_entry(i, entry, role, None, None, imports,
+                                                        general[0], general[1], general[2],
+                                                        outputs)
+                            continue
+                if general is None:
+                    general = ([], [], [])
+                if imports is None:
+                    imports = _Imports()
+                    waits = []
+                structs[i] = _marshal_entry(i, entry, role, self._context, stream, imports,
+                                            general[0], general[1], general[2], outputs, waits)
+            if waits:
+                # Each producer stream once, after every array is wrapped.
+                seen = []
+                for s in waits:
+                    if s not in seen:
+                        seen.append(s)
+                        self._context.wait_stream(s)
+            if n != sc.count:
+                desc.bindings = structs if n else None
+                desc.binding_count = n
+                sc.count = n
+            if params:
+                k = -1
+                if type(params) is list or type(params) is tuple:
+                    k = len(params)
+                    if k > sc.param_capacity:
+                        sc.params = (c_uint32 * k)()
+                        sc.param_capacity = k
+                        sc.word_count = -1
+                    try:
+                        if -2 ** 31 <= min(params) and max(params) <= _U32_MAX:
+                            sc.params[0:k] = params
+                        else:
+                            k = -1
+                    except TypeError:
+                        k = -1
+                if k < 0:  # anything else, or a value to convert or refuse
+                    extra, k = _u32_array(params, "params")
+                    desc.param_words = extra if k else None
+                    desc.param_word_count = k
+                    sc.word_count = -1
+                elif k != sc.word_count:
+                    desc.param_words = sc.params
+                    desc.param_word_count = k
+                    sc.word_count = k
+            elif sc.word_count != 0:
+                desc.param_words = None
+                desc.param_word_count = 0
+                sc.word_count = 0
+            if scalars:
+                c_scalars, scalar_count = _scalar_array(scalars, self.params, "scalars")
+                extra = (extra, c_scalars)
+                desc.scalars = c_scalars if scalar_count else None
+                desc.scalar_count = scalar_count
+                sc.scalars = True
+            elif sc.scalars:
+                desc.scalars = None
+                desc.scalar_count = 0
+                sc.scalars = False
+            if (grid is None and block is None and element_count == 0
+                    and fixpoint_iterations == 1 and shared_memory_bytes == 0 and flags == 0):
+                if not sc.plain:
+                    desc.flags = 0
+                    desc.element_count = 0
+                    desc.fixpoint_iterations = 1
+                    desc.shared_memory_bytes = 0
+                    desc.grid[:] = (0, 0, 0)
+                    desc.block[:] = (0, 0, 0)
+                    sc.plain = True
+            else:
+                sc.plain = False
+                desc.flags = _unsigned(flags, 32, "flags")
+                desc.element_count = _unsigned(element_count, 64, "element_count")
+                desc.fixpoint_iterations = _unsigned(fixpoint_iterations, 32,
+                                                     "fixpoint_iterations")
+                desc.shared_memory_bytes = _unsigned(shared_memory_bytes, 32,
+                                                     "shared_memory_bytes")
+                desc.grid[:] = _dim3(grid, "grid")
+                desc.block[:] = _dim3(block, "block")
+            sc.handle.bits = self._bits
+            sc.timing_words[:] = _TIMING_ZEROS
+            status = (_lib or load()).vyre_dispatch(sc.handle, sc.desc_ref, sc.timing_ref)
         finally:
             # The dispatch has completed (or never ran): foreign memory is free.
-            imports.release()
-        del keep, keep_out  # C is done with the host memory
-        outputs.timing = _struct_dict(timing)
+            if imports is not None:
+                imports.release()
+        del pins, general, extra  # C is done with the host memory
+        if status:
+            pool.append(sc)
+            _check(status, "vyre_dispatch")
+        outputs.timing = dict(zip(_TIMING_NAMES, _timing_values(sc.timing)))
+        pool.append(sc)
         return outputs
 
     def dispatch_async(self, bindings: _Seq[Any], params: Iterable[int] = (),

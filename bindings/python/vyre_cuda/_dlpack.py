@@ -232,6 +232,11 @@ def export(data: int, device: Tuple[int, int], shape: Sequence[int], dtype: Tupl
 # Import
 # ---------------------------------------------------------------------------
 
+# Producers' deleters as callables, by address: a library has one or a few,
+# and making the ctypes function each time costs more than the call.
+_deleters: Dict[int, Any] = {}
+
+
 class Imported:
     """A tensor taken from another library's capsule: its device, data
     address (byte_offset applied), bytes, shape, element bits and flags.
@@ -258,7 +263,12 @@ class Imported:
         with self._lock:
             deleter, self._deleter = self._deleter, None
         if deleter:
-            _DELETER_TYPE(deleter)(self._managed)
+            fn = _deleters.get(deleter)
+            if fn is None:
+                if len(_deleters) >= 64:
+                    _deleters.clear()  # not one deleter per producer: don't grow
+                fn = _deleters[deleter] = _DELETER_TYPE(deleter)
+            fn(self._managed)
 
     def __del__(self) -> None:
         try:
