@@ -6,6 +6,8 @@ package vyrecuda
 import "C"
 
 import (
+	"runtime"
+	"sync"
 	"unsafe"
 )
 
@@ -31,12 +33,17 @@ import (
 const maxGoPointers = C.GOVYRE_MAX_GO_POINTERS
 
 // callArena is C memory for one call's descriptors, with the Go pointers to
-// patch into them.
+// patch into them. Calls take one from arenas (getArena) and give it back
+// after the call (putArena): its first C block and its slices are reused,
+// so a call costs no C allocation (no cgo call besides the vyre_* call
+// itself) and no Go allocation in the steady state.
 type callArena struct {
-	blocks []unsafe.Pointer
+	blocks []unsafe.Pointer // C blocks allocated since the last reset
+	first  unsafe.Pointer   // the standard-size block kept across reuses
 	cur    unsafe.Pointer
 	used   uintptr
 	size   uintptr
+	keep   []any // a synchronous call's keep list, reused (see binder)
 
 	goPtrs  [maxGoPointers]unsafe.Pointer
 	nGo     int
@@ -59,6 +66,9 @@ func (a *callArena) alloc(n uintptr) unsafe.Pointer {
 		n = 1
 	}
 	n = (n + 15) &^ 15
+	if a.cur == nil && a.first != nil && n <= arenaBlock {
+		a.cur, a.used, a.size = a.first, 0, arenaBlock // reused: zeroed by reset
+	}
 	if a.cur == nil || a.used+n > a.size {
 		size := uintptr(arenaBlock)
 		if n > size {
@@ -68,9 +78,14 @@ func (a *callArena) alloc(n uintptr) unsafe.Pointer {
 		if p == nil {
 			panic("vyrecuda: C.calloc failed")
 		}
-		a.blocks = append(a.blocks, p)
 		if n == size {
+			a.blocks = append(a.blocks, p)
 			return p // a large block of its own; keep bumping in the current one
+		}
+		if a.first == nil {
+			a.first = p
+		} else {
+			a.blocks = append(a.blocks, p)
 		}
 		a.cur, a.used, a.size = p, 0, size
 	}
@@ -82,9 +97,7 @@ func (a *callArena) alloc(n uintptr) unsafe.Pointer {
 // bytes copies b into C memory.
 func (a *callArena) bytes(b []byte) unsafe.Pointer {
 	p := a.alloc(uintptr(len(b)))
-	if len(b) > 0 {
-		C.memcpy(p, unsafe.Pointer(&b[0]), C.size_t(len(b)))
-	}
+	copy(unsafe.Slice((*byte)(p), len(b)), b) // in Go: no cgo call
 	return p
 }
 
@@ -102,7 +115,7 @@ func (a *callArena) u32s(v []uint32) *C.uint32_t {
 		return nil
 	}
 	p := a.alloc(uintptr(len(v)) * 4)
-	C.memcpy(p, unsafe.Pointer(&v[0]), C.size_t(len(v)*4))
+	copy(unsafe.Slice((*uint32)(p), len(v)), v)
 	return (*C.uint32_t)(p)
 }
 
@@ -111,7 +124,7 @@ func (a *callArena) u64s(v []uint64) *C.uint64_t {
 		return nil
 	}
 	p := a.alloc(uintptr(len(v)) * 8)
-	C.memcpy(p, unsafe.Pointer(&v[0]), C.size_t(len(v)*8))
+	copy(unsafe.Slice((*uint64)(p), len(v)), v)
 	return (*C.uint64_t)(p)
 }
 
@@ -197,18 +210,61 @@ func (a *callArena) run(opName string, op C.int, handle uint64, desc unsafe.Poin
 	return err
 }
 
-// free releases the arena's C memory.
-func (a *callArena) free() {
-	for _, p := range a.blocks {
+// reset readies the arena for its next call: the blocks beyond the first
+// are freed, the bytes used of the first zeroed (in Go, no cgo call), and
+// the Go pointers dropped.
+func (a *callArena) reset() {
+	for i, p := range a.blocks {
 		C.free(p)
+		a.blocks[i] = nil
 	}
-	a.blocks = nil
-	a.cur = nil
+	a.blocks = a.blocks[:0]
+	if a.first != nil {
+		used := uintptr(arenaBlock)
+		if a.cur == a.first {
+			used = a.used
+		}
+		b := unsafe.Slice((*byte)(a.first), used)
+		for i := range b {
+			b[i] = 0
+		}
+	}
+	a.cur, a.used, a.size = nil, 0, 0
 	a.goPtrs = [maxGoPointers]unsafe.Pointer{}
 	a.nGo = 0
 	a.where = a.where[:0]
 	a.which = a.which[:0]
-	a.copyOut = nil
+	for i := range a.copyOut {
+		a.copyOut[i] = copyBack{}
+	}
+	a.copyOut = a.copyOut[:0]
+}
+
+// free releases the arena's C memory.
+func (a *callArena) free() {
+	a.reset()
+	if a.first != nil {
+		C.free(a.first)
+		a.first = nil
+	}
+}
+
+// arenas holds the call arenas not in use. An arena the pool drops (at a
+// garbage collection) frees its C memory in its finalizer.
+var arenas = sync.Pool{New: func() any {
+	a := &callArena{}
+	runtime.SetFinalizer(a, (*callArena).free)
+	return a
+}}
+
+// getArena is an arena for one call; give it back with putArena once
+// nothing uses its memory (after the call, or the copies after it).
+func getArena() *callArena { return arenas.Get().(*callArena) }
+
+// putArena resets a and returns it to the pool.
+func putArena(a *callArena) {
+	a.reset()
+	arenas.Put(a)
 }
 
 // cAlloc is C heap memory that outlives a call (async outputs, sequence host

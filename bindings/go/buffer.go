@@ -242,8 +242,8 @@ func (b *Buffer) UploadRanges(ranges []UploadRange) error {
 	if err := b.check(op); err != nil {
 		return err
 	}
-	var a callArena
-	defer a.free()
+	a := getArena()
+	defer putArena(a)
 	var arr *C.vyre_upload_range
 	if len(ranges) > 0 {
 		arr = (*C.vyre_upload_range)(a.alloc(uintptr(len(ranges)) * C.sizeof_vyre_upload_range))
@@ -267,8 +267,8 @@ func (b *Buffer) DownloadRanges(ranges []DownloadRange) error {
 	if err := b.check(op); err != nil {
 		return err
 	}
-	var a callArena
-	defer a.free()
+	a := getArena()
+	defer putArena(a)
 	var arr *C.vyre_download_range
 	if len(ranges) > 0 {
 		arr = (*C.vyre_download_range)(a.alloc(uintptr(len(ranges)) * C.sizeof_vyre_download_range))

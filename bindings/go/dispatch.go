@@ -265,15 +265,15 @@ func (p *Program) Dispatch(d *Dispatch) (Timing, error) {
 	if err := p.check(op); err != nil {
 		return Timing{}, err
 	}
-	var a callArena
-	defer a.free()
-	b := binder{a: &a}
-	defer b.uses.releaseAll()
+	a := getArena()
+	// The keep list lives in the arena, reused: nothing holds it after the call.
+	b := binder{a: a, keep: a.keep[:0]}
+	defer b.endSync()
 	desc, err := b.dispatchDesc(op, d)
 	if err != nil {
 		return Timing{}, err
 	}
-	t := newTiming(&a)
+	t := newTiming(a)
 	err = a.run(op, C.GOVYRE_DISPATCH, p.h.Load(), unsafe.Pointer(desc), 0, unsafe.Pointer(t))
 	runtime.KeepAlive(p)
 	runtime.KeepAlive(b.keep)
@@ -281,6 +281,17 @@ func (p *Program) Dispatch(d *Dispatch) (Timing, error) {
 		return Timing{}, err
 	}
 	return timingFromC(t), nil
+}
+
+// endSync ends a synchronous call: the HostMemory uses are released, the
+// keep list cleared into the arena for reuse and the arena given back.
+func (b *binder) endSync() {
+	b.uses.releaseAll()
+	for i := range b.keep {
+		b.keep[i] = nil
+	}
+	b.a.keep = b.keep[:0]
+	putArena(b.a)
 }
 
 // DispatchAsync enqueues a dispatch and returns at once with its Pending
@@ -293,9 +304,9 @@ func (p *Program) DispatchAsync(d *Dispatch) (*Pending, error) {
 	if err := p.check(op); err != nil {
 		return nil, err
 	}
-	var a callArena
-	defer a.free()
-	b := binder{a: &a, async: true}
+	a := getArena()
+	defer putArena(a)
+	b := binder{a: a, async: true}
 	desc, err := b.dispatchDesc(op, d)
 	if err != nil {
 		b.uses.releaseAll()

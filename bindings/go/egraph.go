@@ -126,8 +126,8 @@ func newEgraphImage(ctx *Context, device EgraphDevice, cols *EgraphColumns, thre
 			}
 		}
 	}
-	var a callArena
-	defer a.free()
+	a := getArena()
+	defer putArena(a)
 	desc := (*C.vyre_egraph_image_desc)(a.alloc(C.sizeof_vyre_egraph_image_desc))
 	desc.struct_size = C.sizeof_vyre_egraph_image_desc
 	desc.device = C.vyre_egraph_device(device)
@@ -137,14 +137,14 @@ func newEgraphImage(ctx *Context, device EgraphDevice, cols *EgraphColumns, thre
 	desc.row_count = C.uint64_t(rows)
 	desc.class_count = C.uint64_t(classCount)
 	desc.child_count = C.uint64_t(len(cols.Children))
-	u32ptr(&a, &desc.row_classes, cols.RowClasses)
-	u32ptr(&a, &desc.row_ops, cols.RowOps)
-	u32ptr(&a, &desc.child_offsets, cols.ChildOffsets)
-	u32ptr(&a, &desc.child_lengths, cols.ChildLengths)
+	u32ptr(a, &desc.row_classes, cols.RowClasses)
+	u32ptr(a, &desc.row_ops, cols.RowOps)
+	u32ptr(a, &desc.child_offsets, cols.ChildOffsets)
+	u32ptr(a, &desc.child_lengths, cols.ChildLengths)
 	if cols.RowSignatures != nil {
-		u32ptr(&a, &desc.row_signatures, cols.RowSignatures)
+		u32ptr(a, &desc.row_signatures, cols.RowSignatures)
 	}
-	u32ptr(&a, &desc.children, cols.Children)
+	u32ptr(a, &desc.children, cols.Children)
 	desc.cpu_threads = C.uint32_t(threads)
 	out := (*C.vyre_egraph_image)(a.alloc(C.sizeof_vyre_egraph_image))
 	err := a.run(op, C.GOVYRE_EGRAPH_IMAGE_CREATE, 0, unsafe.Pointer(desc), 0, unsafe.Pointer(out))
@@ -386,9 +386,9 @@ func (img *EgraphImage) Rebuild(r *Rebuild) (RebuildResult, error) {
 	if err := img.check(op); err != nil {
 		return RebuildResult{}, err
 	}
-	var a callArena
-	defer a.free()
-	d, err := img.rebuildDesc(&a, op, r)
+	a := getArena()
+	defer putArena(a)
+	d, err := img.rebuildDesc(a, op, r)
 	if err != nil {
 		return RebuildResult{}, err
 	}
@@ -434,16 +434,16 @@ func (img *EgraphImage) RebuildAsync(r *Rebuild) (*RebuildPending, error) {
 	if err := img.check(op); err != nil {
 		return nil, err
 	}
-	var a callArena
-	defer a.free()
+	a := getArena()
+	defer putArena(a)
 	if r == nil {
 		r = &Rebuild{}
 	}
-	d, err := img.rebuildDesc(&a, op, r)
+	d, err := img.rebuildDesc(a, op, r)
 	if err != nil {
 		return nil, err
 	}
-	b := binder{a: &a, async: true}
+	b := binder{a: a, async: true}
 	if r.Canonical != nil {
 		p := cAlloc(uintptr(len(r.Canonical)) * 4)
 		b.outs = append(b.outs, asyncOut{c: p, dst: AsBytes(r.Canonical)})

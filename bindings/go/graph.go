@@ -35,9 +35,9 @@ func (p *Program) Record(d *Dispatch) (*Graph, error) {
 	if err := p.check(op); err != nil {
 		return nil, err
 	}
-	var a callArena
-	defer a.free()
-	b := binder{a: &a}
+	a := getArena()
+	defer putArena(a)
+	b := binder{a: a}
 	defer b.uses.releaseAll()
 	desc, err := b.dispatchDesc(op, d)
 	if err != nil {
@@ -176,9 +176,9 @@ func (g *Graph) Replay(r *Replay) (Timing, error) {
 	if err := g.check(op); err != nil {
 		return Timing{}, err
 	}
-	var a callArena
-	defer a.free()
-	b := binder{a: &a}
+	a := getArena()
+	defer putArena(a)
+	b := binder{a: a}
 	defer b.uses.releaseAll()
 	desc, err := b.replayDesc(op, r)
 	if err != nil {
@@ -193,7 +193,7 @@ func (g *Graph) Replay(r *Replay) (Timing, error) {
 		}
 		defer host.endSync()
 	}
-	t := newTiming(&a)
+	t := newTiming(a)
 	err = a.run(op, C.GOVYRE_GRAPH_REPLAY, g.h.Load(), unsafe.Pointer(desc), 0, unsafe.Pointer(t))
 	runtime.KeepAlive(g)
 	if err != nil {
@@ -218,9 +218,9 @@ func (g *Graph) ReplayAsync(r *Replay) (*Pending, error) {
 	if err := g.check(op); err != nil {
 		return nil, err
 	}
-	var a callArena
-	defer a.free()
-	b := binder{a: &a, async: true}
+	a := getArena()
+	defer putArena(a)
+	b := binder{a: a, async: true}
 	desc, err := b.replayDesc(op, r)
 	if err != nil {
 		b.uses.releaseAll()
@@ -359,8 +359,8 @@ func (g *Graph) UpdateKernelNode(index uint64, u KernelNodeUpdate) error {
 	if err := g.check(op); err != nil {
 		return err
 	}
-	var a callArena
-	defer a.free()
+	a := getArena()
+	defer putArena(a)
 	cu := (*C.vyre_kernel_node_update)(a.alloc(C.sizeof_vyre_kernel_node_update))
 	cu.struct_size = C.sizeof_vyre_kernel_node_update
 	var flags C.uint32_t

@@ -127,8 +127,8 @@ func (c *Context) NewProgram(d ProgramDesc) (*Program, error) {
 			return nil, err
 		}
 	}
-	var a callArena
-	defer a.free()
+	a := getArena()
+	defer putArena(a)
 	desc := (*C.vyre_program_desc)(a.alloc(C.sizeof_vyre_program_desc))
 	desc.struct_size = C.sizeof_vyre_program_desc
 	kind := d.Kind

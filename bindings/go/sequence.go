@@ -189,9 +189,9 @@ func (c *Context) NewSequence(steps []Step, repeat *Repeat) (*Sequence, error) {
 	if err := c.check(op); err != nil {
 		return nil, err
 	}
-	var a callArena
-	defer a.free()
-	b := binder{a: &a}
+	a := getArena()
+	defer putArena(a)
+	b := binder{a: a}
 	defer b.uses.releaseAll()
 	host := &seqHost{}
 	host.refs.Store(1)
