@@ -106,6 +106,7 @@ cmake -DBUILD_DIR="$build" -DWORK_DIR="$work/consumer" -DSOURCE=tests/abi/instal
 cc=(cc -std=c99 -Wall -Werror -I"$prefix/include")
 "${cc[@]}" examples/vector_add.c -o "$work/vector_add" -L"$libdir" -lvyre_cuda
 "${cc[@]}" examples/graph_replay.c -o "$work/graph_replay" -L"$libdir" -lvyre_cuda
+"${cc[@]}" examples/triton_saxpy.c -o "$work/triton_saxpy" -L"$libdir" -lvyre_cuda
 "${cc[@]}" tests/abi/loader_test.c -o "$work/loader_test" -ldl
 export LD_LIBRARY_PATH="$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 run() {  # EXPECTED_TEXT ENVIRONMENT... -- COMMAND...
@@ -127,6 +128,7 @@ run "Fix:" "$no_driver" -- "$work/vector_add"
 run "loader_test: OK" "$no_driver" -- "$work/loader_test" "$lib" abi/vyre_cuda.symbols
 run "vector_add: OK" VYRE_CUDA_DRIVER_LIBRARY="$fake_driver" VYRE_CUDA_REQUIRE_GPU=1 -- "$work/vector_add"
 run "graph_replay: OK" VYRE_CUDA_DRIVER_LIBRARY="$fake_driver" VYRE_CUDA_REQUIRE_GPU=1 -- "$work/graph_replay"
+run "triton_saxpy: OK" VYRE_CUDA_DRIVER_LIBRARY="$fake_driver" VYRE_CUDA_REQUIRE_GPU=1 -- "$work/triton_saxpy"
 [ -x "$cli" ] && run "Fix:" "$no_driver" -- "$cli" info
 
 if ((failures)); then
