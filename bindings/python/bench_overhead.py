@@ -9,6 +9,11 @@ host rows copy both inputs in and the sum out. Medians (and p10/p90) of
 --iterations calls after --warmup calls, in microseconds.
 
     python3 bindings/python/bench_overhead.py [--iterations 5000] [--json out.json]
+                                              [--rows all|vyre|libs]
+
+--rows vyre times vyre's own rows only (CuPy and PyTorch are not imported: a
+quick process, as scripts/gpu-bindings.sh --bench runs in each round); --rows
+libs times CuPy, PyTorch and vyre over torch tensors only.
 
 The library is the installed package's, or VYRE_CUDA_LIBRARY's (e.g.
 build/gpu/src/libvyre_cuda.so).
@@ -160,6 +165,10 @@ def main():
     parser.add_argument("--iterations", type=int, default=5000)
     parser.add_argument("--warmup", type=int, default=500)
     parser.add_argument("--json", help="also write the results here")
+    parser.add_argument("--rows", choices=("all", "vyre", "libs"), default="all",
+                        help="vyre: vyre_cuda's resident and host rows only (no CuPy or "
+                             "PyTorch import); libs: CuPy, PyTorch and vyre over torch "
+                             "tensors only; all (default): both")
     args = parser.parse_args()
 
     a = array.array("I", ((i * 2654435761) & 0x7FFFFFFF for i in range(N)))
@@ -170,9 +179,12 @@ def main():
         ctx, prog, rows, device = vyre_rows(a, b, want)
     except vc.VyreError as e:
         raise SystemExit(f"bench_overhead: no GPU for vyre: {e}")
+    if args.rows == "libs":
+        rows = {}
     skipped = []
-    for name, build in (("cupy", lambda: cupy_rows(a, b, want)),
-                        ("torch", lambda: torch_rows(a, b, want, prog))):
+    libs = (("cupy", lambda: cupy_rows(a, b, want)),
+            ("torch", lambda: torch_rows(a, b, want, prog)))
+    for name, build in libs if args.rows != "vyre" else ():
         try:
             rows.update(build())
         except ImportError as e:
@@ -184,7 +196,7 @@ def main():
 
     print(f"device: {device}; library: {vc.library_path()}; python {sys.version.split()[0]}")
     print(f"{args.iterations} calls per row after {args.warmup} warm-up calls; microseconds")
-    width = max(len(k) for k in results)
+    width = max([len(k) for k in results] + [1])
     print(f"{'':{width}}  {'median':>8}  {'p10':>8}  {'p90':>8}")
     for label, r in results.items():
         print(f"{label:{width}}  {r['median_us']:8.1f}  {r['p10_us']:8.1f}  {r['p90_us']:8.1f}")
