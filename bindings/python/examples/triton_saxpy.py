@@ -16,8 +16,9 @@ pointers would add (ParamKind.NULL_POINTER, 0) entries.
 Two runs over random non-zero data (integers 1..4096, so a * x + y is exact
 in float32 with or without an FMA and must match the CPU bit for bit):
   1. x and y in page-locked host memory (Context.pinned), copied by DMA in
-     place; an asynchronous dispatch with device timing updates y in place
-     (every element changes, since a * x is never 0).
+     place; an asynchronous dispatch with device timing reads y from one
+     pinned buffer and writes the result to another, poisoned with NaN
+     (vc.InOut(y_in, y_out): the input is left as it was, and checked).
   2. x and y uploaded to resident buffers, a synchronous dispatch, y
      downloaded into an array poisoned with NaN.
 
@@ -60,23 +61,29 @@ def run():
                     (vc.ParamKind.BINDING, 1),    # float* y = binding 1
                     (vc.ParamKind.SCALAR64, 1)])  # u64 n = scalars[1]
 
-        # 1. Page-locked host memory, asynchronously, y updated in place.
-        #    The grid is derived from the bindings' n elements.
-        x_pinned, y_pinned = ctx.pinned(4 * n), ctx.pinned(4 * n)
-        x, y = x_pinned.view.cast("f"), y_pinned.view.cast("f")
+        # 1. Page-locked host memory, asynchronously: y read from y_in, the
+        #    result written to y_out (InOut), y_in untouched. The grid is
+        #    derived from the bindings' n elements.
+        x_pinned, y_in_pinned, y_out_pinned = (ctx.pinned(4 * n), ctx.pinned(4 * n),
+                                               ctx.pinned(4 * n))
+        x, y_in = x_pinned.view.cast("f"), y_in_pinned.view.cast("f")
+        y_out = y_out_pinned.view.cast("f")
         x[:] = random_floats(rng, n)
         y0 = random_floats(rng, n)
-        y[:] = y0
-        pending = saxpy.dispatch_async([x_pinned, y_pinned], scalars=[A, n],
-                                       flags=vc.DISPATCH_FLAG_DEVICE_TIMING)
+        y_in[:] = y0
+        y_out[:] = array.array("f", [float("nan")]) * n  # an unwritten element cannot pass
+        pending = saxpy.dispatch_async([x_pinned, vc.InOut(y_in_pinned, y_out_pinned)],
+                                       scalars=[A, n], flags=vc.DISPATCH_FLAG_DEVICE_TIMING)
         timing = pending.wait().timing
         pending.close()
-        check("pinned host memory", y, saxpy_reference(x, y0), seed)
+        check("pinned host memory", y_out, saxpy_reference(x, y0), seed)
+        check("pinned input left as it was", y_in, y0, seed)
         print("triton_saxpy: saxpy over %d floats: %.1f us on the device, %.1f us wall"
               % (n, timing["device_ns"] / 1e3, timing["wall_ns"] / 1e3))
-        del x, y  # views of the pinned memory: gone before it is freed
+        del x, y_in, y_out  # views of the pinned memory: gone before it is freed
         x_pinned.close()
-        y_pinned.close()
+        y_in_pinned.close()
+        y_out_pinned.close()
 
         # 2. Resident buffers, synchronously, y downloaded into a poisoned array.
         x, y0 = random_floats(rng, n), random_floats(rng, n)

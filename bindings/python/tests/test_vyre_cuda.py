@@ -544,6 +544,53 @@ class HostMemoryTest(unittest.TestCase):
         with self.assertRaises(TypeError):
             vc._readable(object(), "t")
 
+    def test_inout_marshals_distinct_input_and_output(self):
+        """InOut(src, dst): host_input is src's memory, host_output dst's;
+        sizes and writability are checked before any call (no driver needed)."""
+        src = array.array("I", range(8))
+        dst = bytearray(32)
+        structs, keep, keep_out, outputs, _, imports = vc._marshal_bindings(
+            INC_BINDINGS, [vc.InOut(src, dst)])
+        s = structs[0]
+        self.assertEqual(s.source, vc.Source.HOST)
+        self.assertEqual(s.host_bytes, 32)
+        self.assertEqual(s.host_input, src.buffer_info()[0])  # writable src: in place
+        self.assertEqual(s.host_output, ctypes.addressof(ctypes.c_char.from_buffer(dst)))
+        self.assertNotEqual(s.host_input, s.host_output)
+        self.assertIs(outputs[0], dst)
+        del structs, keep, keep_out
+        imports.release()
+        # Read-only src (bytes) is read in place too.
+        data = bytes(range(32))
+        structs, keep, keep_out, outputs, _, _ = vc._marshal_bindings(
+            INC_BINDINGS, [vc.InOut(data, array.array("I", bytes(32)))])
+        self.assertEqual(ctypes.string_at(structs[0].host_input, 32), data)
+        self.assertIsInstance(outputs[0], array.array)
+        bad = [
+            (vc.InOut(src, bytearray(28)), ValueError, "32 bytes"),
+            (vc.InOut(src, bytearray(36)), ValueError, "32 bytes"),
+            (vc.InOut(src, bytes(32)), TypeError, "read-only"),
+            (vc.InOut(src, memoryview(bytearray(32)).toreadonly()), TypeError, "read-only"),
+            (vc.InOut(src, memoryview(bytearray(64))[::2]), ValueError, "contiguous"),
+            (vc.InOut(object(), bytearray(32)), TypeError, "buffer protocol"),
+        ]
+        for entry, error, words in bad:
+            with self.subTest(entry=entry):
+                with self.assertRaises(error) as cm:
+                    vc._marshal_bindings(INC_BINDINGS, [entry])
+                message = str(cm.exception)
+                self.assertIn("binding 0", message)
+                self.assertIn(words, message)
+                self.assertIn("Fix:", message)
+        # Only INPUT_OUTPUT bindings take one.
+        for role in (vc.Role.INPUT, vc.Role.OUTPUT):
+            with self.subTest(role=role):
+                with self.assertRaises(TypeError) as cm:
+                    vc._marshal_bindings([vc.Binding(role)], [vc.InOut(src, dst)])
+                self.assertIn("INPUT_OUTPUT", str(cm.exception))
+                self.assertIn("Fix:", str(cm.exception))
+        self.assertEqual(list(src), list(range(8)))
+
     def test_zero_length_is_a_null_pointer(self):
         self.assertIsNone(vc._readable(bytearray(), "t").address)
         self.assertIsNone(vc._writable(0, "t").address)
@@ -1336,6 +1383,91 @@ class GpuTest(unittest.TestCase):
         with self.assertRaises(ValueError):
             self.ctx.register(bytearray())
 
+    def test_inout_host_binding_separate_output(self):
+        """An INPUT_OUTPUT host binding read from one buffer and written to
+        another (InOut): every element of the output right, the input left
+        untouched, through dispatch (alone and next to the fast path's
+        entries), dispatch_async, and into pinned memory."""
+        inc = self.ctx.program(INC_PTX, "vyre_test_inc_u32", INC_BINDINGS, workgroup_size=64)
+        add_inc = None
+        try:
+            for n in (1, 255, 257, (1 << 18) + 5):
+                src, _ = self.data(n)
+                src = array.array("I", (x & 0x7FFFFFFF for x in src))
+                original = src.tobytes()
+                want = [x + 1 for x in src]
+                with self.subTest(n=n):
+                    for how in ("bytearray", "array", "pinned", "async", "bytes src"):
+                        pinned = None
+                        if how == "pinned":
+                            pinned = self.ctx.pinned(4 * n)
+                            pinned.view[:] = b"\xa5" * (4 * n)
+                            dst = pinned
+                        elif how == "array":
+                            dst = array.array("I", [0xA5A5A5A5]) * n
+                        else:
+                            dst = bytearray(b"\xa5" * (4 * n))
+                        entry = vc.InOut(original if how == "bytes src" else src, dst)
+                        if how == "async":
+                            outs = inc.dispatch_async([entry], params=[n]).wait()
+                        else:
+                            outs = inc.dispatch([entry], params=[n])
+                        self.assertIs(outs[0], dst)
+                        got = array.array("I", bytes(pinned.view if pinned else dst))
+                        bad = [i for i in range(n) if got[i] != want[i]]
+                        self.assertEqual(bad[:3], [], f"{how}: {len(bad)} wrong elements")
+                        self.assertEqual(src.tobytes(), original, f"{how}: input changed")
+                        if pinned is not None:
+                            pinned.close()
+            # Next to entries the fast path writes (bytearray, bytes, a
+            # resident buffer): out = a + b into an INPUT_OUTPUT binding.
+            add_inc = self.ctx.program(ADD_PTX, "vyre_test_add_u32",
+                                       [vc.Binding("input"), vc.Binding("input"),
+                                        vc.Binding("input_output")], workgroup_size=256)
+            n = 1000
+            for call in range(4):
+                a, b = self.data(n)
+                prior = array.array("I", [0xA5A5A5A5]) * n
+                dst = bytearray(4 * n) if call % 2 else self.ctx.pinned(4 * n)
+                first = a if call < 2 else self.ctx.upload(a)
+                outs = add_inc.dispatch([first, b.tobytes(), vc.InOut(prior, dst)],
+                                        params=[n])
+                self.assertIs(outs[2], dst)
+                check_sum(self, a, b, dst.view if call % 2 == 0 else dst, f"mixed {call}")
+                self.assertEqual(list(prior), [0xA5A5A5A5] * n)
+                for obj in (first, dst):
+                    if isinstance(obj, (vc.Buffer, vc.PinnedMemory)):
+                        obj.close()
+            # Elements past the kernel's count come back as the input had them.
+            src = array.array("I", range(100))
+            dst = bytearray(400)
+            inc.dispatch([vc.InOut(src, dst)], params=[60])
+            self.assertEqual(list(array.array("I", bytes(dst))),
+                             [i + 1 if i < 60 else i for i in range(100)])
+            self.assertEqual(list(src), list(range(100)))
+            # Mismatched or read-only outputs raise before anything runs,
+            # and the next dispatch (the reused descriptors) is right again.
+            for dst, error in ((bytearray(396), ValueError), (bytes(400), TypeError),
+                               (self.ctx.alloc(400), TypeError)):
+                with self.subTest(dst=type(dst).__name__):
+                    with self.assertRaises(error) as cm:
+                        inc.dispatch([vc.InOut(src, dst)], params=[100])
+                    self.assertIn("Fix:", str(cm.exception))
+                    with self.assertRaises(error):
+                        inc.dispatch_async([vc.InOut(src, dst)], params=[100])
+                    if isinstance(dst, vc.Buffer):
+                        dst.close()
+            self.assertEqual(list(src), list(range(100)))
+            out = bytearray(400)
+            inc.dispatch([vc.InOut(src, out)], params=[100])
+            self.assertEqual(list(array.array("I", bytes(out))), [i + 1 for i in range(100)])
+            inc.dispatch([src], params=[100])  # in place still works
+            self.assertEqual(list(src), [i + 1 for i in range(100)])
+        finally:
+            inc.close()
+            if add_inc is not None:
+                add_inc.close()
+
     def test_staging_options(self):
         n = (1 << 19) + 7
         a, b = self.data(n)
@@ -1550,6 +1682,35 @@ class GraphTest(unittest.TestCase):
         self.assertTrue(graph.closed)
         self.assertEqual(self.ctx.telemetry()["live_graphs"], before["live_graphs"])
         self.expect_status(vc.Status.INVALID_HANDLE, graph.info)
+
+    def test_host_graph_inout(self):
+        """A graph recorded and replayed with InOut: the result goes to the
+        output buffer each replay, the input stays as it was."""
+        n = 700
+        src = array.array("I", (x & 0x7FFFFFFF for x in self.data(n)[0]))
+        original = src.tobytes()
+        with self.inc.record([vc.InOut(src, bytearray(4 * n))], params=[n]) as graph:
+            self.assertEqual(graph.info()["host_input_bytes"], 4 * n)
+            self.assertEqual(graph.info()["host_output_bytes"], 4 * n)
+            with self.ctx.pinned(4 * n) as pinned:
+                for k in range(3):
+                    src2 = array.array("I", (x & 0x7FFFFFFF for x in self.data(n)[0]))
+                    before = src2.tobytes()
+                    if k == 2:
+                        dst = pinned
+                        outs = graph.replay_async([vc.InOut(src2, dst)]).wait()
+                    else:
+                        dst = bytearray(4 * n)
+                        outs = graph.replay([vc.InOut(src2, dst)])
+                    self.assertIs(outs[0], dst)
+                    got = self.u32(pinned.view if k == 2 else dst)
+                    bad = [i for i in range(n) if got[i] != src2[i] + 1]
+                    self.assertEqual(bad[:3], [], f"replay {k}: {len(bad)} wrong elements")
+                    self.assertEqual(src2.tobytes(), before)
+                with self.assertRaises(ValueError) as cm:
+                    graph.replay([vc.InOut(src, bytearray(4 * n - 4))])
+                self.assertIn("Fix:", str(cm.exception))
+        self.assertEqual(src.tobytes(), original)
 
     def test_replay_shape_mismatch(self):
         n = 512

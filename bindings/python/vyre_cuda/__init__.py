@@ -24,7 +24,10 @@ the whole compiler or JIT log of a failed compile as .log.
 Host data is anything with the buffer protocol: bytes, bytearray, memoryview,
 array.array, numpy arrays. Inputs are read in place when writable and
 C-contiguous (otherwise copied once); outputs are written into a writable
-buffer you pass, or into a new bytearray when you pass a byte count.
+buffer you pass, or into a new bytearray when you pass a byte count. An
+INPUT_OUTPUT binding is updated in place when writable; InOut(src, dst)
+reads it from src and writes the result to dst (same byte count), src
+untouched.
 
 Graphs record a dispatch once and replay it at the cost of one launch:
 
@@ -93,7 +96,7 @@ __all__ = [
     "EGRAPH_REBUILD_RESET", "EGRAPH_REBUILD_DEVICE_TIMING", "EGRAPH_REBUILD_COLLIDING_HASH",
     "Status", "Role", "CodeKind", "ParamKind", "Source", "LogLevel", "GraphNodeKind", "StepKind",
     "EgraphDevice", "EgraphColumn",
-    "VyreError", "LibraryLoadError", "Binding", "BufferRange",
+    "VyreError", "LibraryLoadError", "Binding", "BufferRange", "InOut",
     "Context", "Buffer", "PinnedMemory", "Registration", "Program", "Pending", "Outputs",
     "Graph", "Sequence",
     "Step", "DispatchStep", "FillStep", "CopyStep", "UploadStep", "DownloadStep", "Repeat",
@@ -1170,6 +1173,22 @@ def _marshal_entry(i, entry, role, context, stream, imports, keep, keep_out, res
         residents.append(resident.buffer)
     elif role == Role.SHARED or entry is None:
         pass  # SHARED entries are ignored; None leaves the library to object
+    elif type(entry) is InOut:
+        if role != Role.INPUT_OUTPUT:
+            name = role.name if isinstance(role, Role) else str(role)
+            alone = "the input" if role == Role.INPUT else "the output buffer (or a byte count)"
+            raise TypeError(f"{what}: InOut(src, dst) is for INPUT_OUTPUT bindings; this one "
+                            f"is {name}. Fix: pass {alone} alone.")
+        src = _readable(entry.src, f"{what} (InOut src)")
+        dst = _writable(entry.dst, f"{what} (InOut dst)")
+        if src.nbytes != dst.nbytes:
+            raise ValueError(f"{what}: InOut src has {src.nbytes} bytes, dst {dst.nbytes}. "
+                             f"Fix: pass an output buffer of the input's size "
+                             f"({src.nbytes} bytes).")
+        keep.append(src)
+        keep_out.append(dst)
+        s.host_input, s.host_output, s.host_bytes = src.address, dst.address, src.nbytes
+        outputs[i] = dst.owner
     elif role == Role.INPUT:
         ref = _readable(entry, what)
         keep.append(ref)
@@ -1622,6 +1641,27 @@ class Registration:
             pass
 
 
+class InOut:
+    """One INPUT_OUTPUT host binding with a separate output: the kernel
+    reads `src`'s bytes and the result is written to `dst`, a distinct
+    writable buffer of the same byte count (a bytearray, a writable numpy
+    array, PinnedMemory, ...); `src` is left untouched. It sets the C
+    binding's host_input and host_output to different memory, where a
+    plain entry is either updated in place or copied into a new bytearray.
+    Accepted wherever a host entry is (Program.dispatch, dispatch_async,
+    record, Graph.replay and replay_async); the result's Outputs entry is
+    `dst`. For INPUT_OUTPUT bindings only."""
+
+    __slots__ = ("src", "dst")
+
+    def __init__(self, src: Any, dst: Any) -> None:
+        self.src = src
+        self.dst = dst
+
+    def __repr__(self) -> str:
+        return f"InOut({type(self.src).__name__}, {type(self.dst).__name__})"
+
+
 class BufferRange:
     """A byte range of a resident buffer, bound to a dispatch.
     length 0 means "to the end of the buffer"."""
@@ -2024,7 +2064,7 @@ class DeviceArray:
 
 
 # Host memory a binding never looks for device protocols on.
-_HOST_TYPES = (bytes, bytearray, memoryview, _array.array, int, type(None))
+_HOST_TYPES = (bytes, bytearray, memoryview, _array.array, int, type(None), InOut)
 
 
 def _foreign(obj: Any, what: str, writable: bool, context: Context,
@@ -2339,8 +2379,9 @@ class Program(_Object):
             resident memory, bound in place (C-contiguous only);
           INPUT: any bytes-like object (numpy arrays too);
           OUTPUT: a writable buffer to fill, or a byte count for a new bytearray;
-          INPUT_OUTPUT: a writable buffer (updated in place), or read-only
-            bytes (the result goes to a new bytearray);
+          INPUT_OUTPUT: a writable buffer (updated in place), read-only
+            bytes (the result goes to a new bytearray), or InOut(src, dst)
+            (read from src, the result written to dst, e.g. PinnedMemory);
           SHARED: ignored (pass None).
         params: u32 parameter words. scalars: values for SCALAR32/64 slots
         (floats are packed to the slot's width). grid/block: None derives the
