@@ -51,19 +51,8 @@ list(REMOVE_DUPLICATES exported)
 list(SORT exported)
 
 # --- declared in the header ---------------------------------------------------
-file(READ ${HEADER} header_text)
-# Drop comments so their text cannot look like declarations.
-string(REGEX REPLACE "/\\*([^*]|\\*+[^*/])*\\*+/" " " header_text "${header_text}")
-string(REGEX REPLACE "//[^\n]*" " " header_text "${header_text}")
-# A declaration: VYRE_API <return type> vyre_name(  -- preprocessor lines are
-# excluded by refusing '#' between VYRE_API and the parenthesis.
-string(REGEX MATCHALL "VYRE_API[^;(#{}]*\\(" declarations "${header_text}")
-set(declared "")
-foreach(declaration IN LISTS declarations)
-  if(declaration MATCHES "(vyre_[A-Za-z0-9_]+)[ \t\r\n]*\\($")
-    list(APPEND declared "${CMAKE_MATCH_1}")
-  endif()
-endforeach()
+include(${CMAKE_CURRENT_LIST_DIR}/api_functions.cmake)
+vyre_read_api_functions(${HEADER} declared)
 list(SORT declared)
 if(declared STREQUAL "")
   list(APPEND problems "found no VYRE_API declarations in ${HEADER}")
