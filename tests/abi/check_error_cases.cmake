@@ -82,7 +82,7 @@ list(LENGTH declared function_count)
 if(problems)
   list(JOIN problems "\n  " text)
   message(FATAL_ERROR "docs/ERROR_CASES.md is out of date:\n  ${text}\n"
-                      "Add the function's section or the test, or correct the reference.")
+                      "Fix: add the function's section or the test, or correct the reference.")
 endif()
 message(STATUS "${function_count} VYRE_API functions documented, ${reference_count} test "
                "references found")
