@@ -2105,20 +2105,6 @@ def _foreign(obj: Any, what: str, writable: bool, context: Context,
     return _wrap_cai(obj, cai, what, writable, context, waits)
 
 
-def _c_contiguous(shape: Tuple[int, ...], strides: _Seq[int], itemsize: int) -> bool:
-    count = 1
-    for extent in shape:
-        count *= extent
-    if count <= 1:
-        return True
-    expected = itemsize
-    for extent, stride in zip(reversed(shape), reversed(tuple(strides))):
-        if extent != 1 and stride != expected:
-            return False
-        expected *= extent
-    return True
-
-
 def _wrap_cai(obj: Any, cai: Any, what: str, writable: bool, context: Context,
               waits: Optional[List[int]] = None) -> Buffer:
     """waits (for every _wrap_*): None waits for the array's stream here;
@@ -2139,7 +2125,7 @@ def _wrap_cai(obj: Any, cai: Any, what: str, writable: bool, context: Context,
     if cai.get("mask") is not None:
         raise ValueError(f"{what}: {name} has a mask. Fix: pass an array without a mask.")
     strides = cai.get("strides")
-    if strides is not None and not _c_contiguous(shape, strides, itemsize):
+    if strides is not None and not _dlpack.c_contiguous(shape, strides, itemsize):
         raise ValueError(f"{what}: {name} is not C-contiguous (shape {shape}, strides "
                          f"{tuple(strides)} bytes). Fix: pass a contiguous array, e.g. "
                          f"cupy.ascontiguousarray(a) or tensor.contiguous() (strides must be "

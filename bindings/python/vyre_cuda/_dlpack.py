@@ -281,6 +281,23 @@ class DLPackError(ValueError):
     pass
 
 
+def c_contiguous(shape: Tuple[int, ...], strides: Sequence[int], unit: int) -> bool:
+    """Whether `strides` (in units of `unit`: 1 for DLPack's elements, the
+    item size for CAI's bytes) lay `shape` out row-major. Extents of 1, and
+    arrays of at most one element, constrain nothing."""
+    count = 1
+    for extent in shape:
+        count *= extent
+    if count <= 1:
+        return True
+    expected = unit
+    for extent, stride in zip(reversed(shape), reversed(tuple(strides))):
+        if extent != 1 and stride != expected:
+            return False
+        expected *= extent
+    return True
+
+
 def read(capsule: Any, what: str) -> Imported:
     """Takes the tensor of a "dltensor" or "dltensor_versioned" capsule:
     checks it is C-contiguous (strides NULL or row-major), renames the
@@ -322,15 +339,12 @@ def read(capsule: Any, what: str) -> Imported:
     for extent in shape:
         count *= extent
     if t.strides and count > 1:
-        expected = 1
-        for i in reversed(range(ndim)):
-            if shape[i] != 1 and t.strides[i] != expected:
-                strides = tuple(t.strides[j] for j in range(ndim))
-                raise DLPackError(
-                    f"{what}: the array is not C-contiguous (shape {shape}, strides "
-                    f"{strides} elements). Fix: pass a contiguous array (e.g. "
-                    f".contiguous() in PyTorch, cupy.ascontiguousarray).")
-            expected *= shape[i]
+        strides = tuple(t.strides[i] for i in range(ndim))
+        if not c_contiguous(shape, strides, 1):
+            raise DLPackError(
+                f"{what}: the array is not C-contiguous (shape {shape}, strides "
+                f"{strides} elements). Fix: pass a contiguous array (e.g. "
+                f".contiguous() in PyTorch, cupy.ascontiguousarray).")
     data = (t.data or 0) + t.byte_offset
     result = Imported((t.device.device_type, t.device.device_id), data, count * bits // 8,
                       shape, (t.dtype.code, t.dtype.bits, t.dtype.lanes), read_only,
