@@ -2105,6 +2105,23 @@ def _foreign(obj: Any, what: str, writable: bool, context: Context,
     return _wrap_cai(obj, cai, what, writable, context, waits)
 
 
+def _ordered_after(buf: Buffer, stream: int, context: Context,
+                   waits: Optional[List[int]]) -> Buffer:
+    """A wrapped array's producer stream: the context waits for it now
+    (waits None; buf is closed if that fails) or the stream is appended to
+    waits for the caller; buf remembers it for signalling after the work."""
+    if waits is not None:
+        waits.append(stream)
+    else:
+        try:
+            context.wait_stream(stream)
+        except BaseException:
+            buf.close()
+            raise
+    buf._stream = stream
+    return buf
+
+
 def _wrap_cai(obj: Any, cai: Any, what: str, writable: bool, context: Context,
               waits: Optional[List[int]] = None) -> Buffer:
     """waits (for every _wrap_*): None waits for the array's stream here;
@@ -2147,17 +2164,9 @@ def _wrap_cai(obj: Any, cai: Any, what: str, writable: bool, context: Context,
                              f"{stream!r}. Fix: the producer must give None or a nonzero int "
                              f"(CAI v3).")
     buf = Buffer._wrap(context, pointer, nbytes, obj, None)
-    if stream is not None and waits is not None:
-        waits.append(stream)
-        buf._stream = stream
-    elif stream is not None:
-        try:
-            context.wait_stream(stream)
-        except BaseException:
-            buf.close()
-            raise
-        buf._stream = stream
-    return buf
+    if stream is None:
+        return buf
+    return _ordered_after(buf, stream, context, waits)
 
 
 def _wrap_dlpack(obj: Any, device: Tuple[int, ...], what: str, writable: bool,
@@ -2190,17 +2199,7 @@ def _wrap_dlpack(obj: Any, device: Tuple[int, ...], what: str, writable: bool,
     except BaseException:
         imported.release()
         raise
-    if waits is not None:
-        waits.append(s)
-        buf._stream = s
-        return buf
-    try:
-        context.wait_stream(s)
-    except BaseException:
-        buf.close()
-        raise
-    buf._stream = s
-    return buf
+    return _ordered_after(buf, s, context, waits)
 
 
 class Binding:
@@ -2466,11 +2465,8 @@ class Program(_Object):
                                             general[0], general[1], general[2], outputs, waits)
             if waits:
                 # Each producer stream once, after every array is wrapped.
-                seen = []
-                for s in waits:
-                    if s not in seen:
-                        seen.append(s)
-                        self._context.wait_stream(s)
+                for s in dict.fromkeys(waits):
+                    self._context.wait_stream(s)
             if n != sc.count:
                 desc.bindings = structs if n else None
                 desc.binding_count = n
