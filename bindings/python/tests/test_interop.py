@@ -12,7 +12,6 @@ PyTorch skips.
 import array
 import ctypes
 import gc
-import os
 import random
 import sys
 import unittest
@@ -21,7 +20,7 @@ import vyre_cuda as vc
 from vyre_cuda import _dlpack
 
 from test_vyre_cuda import (ADD_BINDINGS, ADD_PTX, FAKE_DRIVER, INC_BINDINGS, INC_PTX,
-                            NO_GPU_STATUSES, REQUIRE_GPU, check_sum, fake_stats, random_u32)
+                            check_sum, fake_stats, gpu_context, random_u32, seeded_rng)
 
 U32 = "I" if array.array("I").itemsize == 4 else "L"
 
@@ -232,18 +231,10 @@ class InteropTest(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls):
-        try:
-            cls.ctx = vc.Context()
-        except vc.VyreError as e:
-            if e.status in NO_GPU_STATUSES and not REQUIRE_GPU:
-                raise unittest.SkipTest(f"no usable GPU: {e}")
-            raise
+        cls.ctx = gpu_context()
         cls.prog = cls.ctx.program(ADD_PTX, "vyre_test_add_u32", ADD_BINDINGS)
         cls.inc = cls.ctx.program(INC_PTX, "vyre_test_inc_u32", INC_BINDINGS)
-        cls.rng = random.Random()
-        seed = random.randrange(2 ** 32)
-        cls.rng.seed(seed)
-        print(f"InteropTest data seed {seed}", file=sys.stderr)
+        cls.rng = seeded_rng("InteropTest")
 
     @classmethod
     def tearDownClass(cls):
@@ -544,23 +535,18 @@ class InteropTest(unittest.TestCase):
         check_sum(self, a, b, nout.tobytes(), "numpy host bindings")
 
 
-def _gpu_context(test_class):
+def _gpu_context():
     """A Context on a real GPU, or SkipTest (a failure under
     VYRE_CUDA_REQUIRE_GPU=1 when there is no GPU)."""
     if FAKE_DRIVER:
         raise unittest.SkipTest("CuPy and PyTorch need the real driver, not the fake one")
-    try:
-        return vc.Context()
-    except vc.VyreError as e:
-        if e.status in NO_GPU_STATUSES and os.environ.get("VYRE_CUDA_REQUIRE_GPU") != "1":
-            raise unittest.SkipTest(f"no usable GPU: {e}")
-        raise
+    return gpu_context()
 
 
 class CupyTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.ctx = _gpu_context(cls)
+        cls.ctx = _gpu_context()
         try:
             import cupy
         except Exception as e:  # ImportError, or a CuPy that cannot start
@@ -617,7 +603,7 @@ class CupyTest(unittest.TestCase):
 class TorchTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.ctx = _gpu_context(cls)
+        cls.ctx = _gpu_context()
         try:
             import torch
             if not torch.cuda.is_available():
@@ -697,7 +683,7 @@ class TorchTest(unittest.TestCase):
 
 class NumbaTest(unittest.TestCase):
     def test_numba_sees_a_buffer(self):
-        ctx = _gpu_context(type(self))
+        ctx = _gpu_context()
         try:
             try:
                 from numba import cuda

@@ -142,6 +142,26 @@ INC_BINDINGS = [vc.Binding(vc.Role.INPUT_OUTPUT, name="data")]
 NO_GPU_STATUSES = (vc.Status.NO_DRIVER, vc.Status.NO_DEVICE, vc.Status.DRIVER_TOO_OLD)
 
 
+def gpu_context():
+    """A Context on device 0, or SkipTest where this machine cannot run CUDA
+    work (a failure instead under VYRE_CUDA_REQUIRE_GPU=1 or the fake driver)."""
+    try:
+        return vc.Context()
+    except vc.VyreError as e:
+        if e.status in NO_GPU_STATUSES and not REQUIRE_GPU:
+            raise unittest.SkipTest(f"no usable GPU: {e}")
+        raise
+
+
+def seeded_rng(label):
+    """A random.Random with a fresh seed, printed so a failure can be rerun."""
+    rng = random.Random()
+    seed = random.randrange(2 ** 32)
+    rng.seed(seed)
+    print(f"{label} data seed {seed}", file=sys.stderr)
+    return rng
+
+
 def run_isolated(code, **env):
     """Runs code in a fresh interpreter (the driver is loaded once per process,
     so a test that hides it needs its own). Returns the JSON it prints."""
@@ -1220,18 +1240,10 @@ class GpuTest(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls):
-        try:
-            cls.ctx = vc.Context()
-        except vc.VyreError as e:
-            if e.status in NO_GPU_STATUSES and not REQUIRE_GPU:
-                raise unittest.SkipTest(f"no usable GPU: {e}")
-            raise
+        cls.ctx = gpu_context()
         cls.prog = cls.ctx.program(ADD_PTX, "vyre_test_add_u32", ADD_BINDINGS,
                                    workgroup_size=256)
-        cls.rng = random.Random()
-        seed = random.randrange(2 ** 32)
-        cls.rng.seed(seed)
-        print(f"GpuTest data seed {seed}", file=sys.stderr)
+        cls.rng = seeded_rng("GpuTest")
 
     @classmethod
     def tearDownClass(cls):
@@ -1588,20 +1600,12 @@ class GraphTest(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls):
-        try:
-            cls.ctx = vc.Context()
-        except vc.VyreError as e:
-            if e.status in NO_GPU_STATUSES and not REQUIRE_GPU:
-                raise unittest.SkipTest(f"no usable GPU: {e}")
-            raise
+        cls.ctx = gpu_context()
         cls.add = cls.ctx.program(ADD_PTX, "vyre_test_add_u32", ADD_BINDINGS,
                                   workgroup_size=256)
         cls.inc = cls.ctx.program(INC_PTX, "vyre_test_inc_u32", INC_BINDINGS,
                                   workgroup_size=256)
-        cls.rng = random.Random()
-        seed = random.randrange(2 ** 32)
-        cls.rng.seed(seed)
-        print(f"GraphTest data seed {seed}", file=sys.stderr)
+        cls.rng = seeded_rng("GraphTest")
 
     @classmethod
     def tearDownClass(cls):
@@ -1969,12 +1973,7 @@ class EgraphGpuTest(EgraphTestMixin, unittest.TestCase):
 
     @classmethod
     def setUpClass(cls):
-        try:
-            cls.ctx = vc.Context()
-        except vc.VyreError as e:
-            if e.status in NO_GPU_STATUSES and not REQUIRE_GPU:
-                raise unittest.SkipTest(f"no usable GPU: {e}")
-            raise
+        cls.ctx = gpu_context()
 
     @classmethod
     def tearDownClass(cls):
