@@ -56,6 +56,12 @@ struct Columns {
         return nullptr;
     }
   }
+  // The entries of `column` (0 for a column that does not exist).
+  uint64_t Entries(uint32_t column) {
+    if (column == VYRE_EGRAPH_COLUMN_CANONICAL_CLASSES) return classes;
+    const std::vector<uint32_t>* mine = Column(column);
+    return mine ? mine->size() : 0;
+  }
 };
 
 uint32_t ClassId(FuzzedDataProvider& in, uint64_t classes) {
@@ -277,9 +283,7 @@ void RunOne(FuzzedDataProvider& in) {
       uint32_t column = in.ConsumeIntegralInRange<uint32_t>(1, 7);
       if (in.ConsumeIntegralInRange<int>(0, 31) == 0) column = in.ConsumeIntegral<uint32_t>();
       std::vector<uint32_t>* mine = c.Column(column);
-      const uint64_t entries = column == VYRE_EGRAPH_COLUMN_CANONICAL_CLASSES ? class_count
-                               : mine                                         ? mine->size()
-                                                                              : 0;
+      const uint64_t entries = c.Entries(column);
       uint64_t first = in.ConsumeIntegralInRange<uint64_t>(0, entries + 1);
       uint64_t count = in.ConsumeIntegralInRange<uint64_t>(0, entries + 1);
       if (in.ConsumeIntegralInRange<int>(0, 15) == 0) first = vyre_fuzz::InterestingU64(in);
@@ -314,9 +318,7 @@ void RunOne(FuzzedDataProvider& in) {
       uint32_t column = in.ConsumeIntegralInRange<uint32_t>(1, 7);
       if (in.ConsumeIntegralInRange<int>(0, 31) == 0) column = in.ConsumeIntegral<uint32_t>();
       std::vector<uint32_t>* mine = c.Column(column);
-      const uint64_t entries = column == VYRE_EGRAPH_COLUMN_CANONICAL_CLASSES ? class_count
-                               : mine                                         ? mine->size()
-                                                                              : 0;
+      const uint64_t entries = c.Entries(column);
       uint64_t first = in.ConsumeIntegralInRange<uint64_t>(0, entries + 1);
       uint64_t count = in.ConsumeIntegralInRange<uint64_t>(0, std::min<uint64_t>(entries + 1, 8));
       if (in.ConsumeIntegralInRange<int>(0, 15) == 0) first = vyre_fuzz::InterestingU64(in);
