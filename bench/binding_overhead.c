@@ -26,34 +26,11 @@
 #include <time.h>
 
 #include "vyre_cuda.h"
+/* The examples' vector add (vyre_example_add_u32, the default convention:
+ * a, b, out, then the parameter words); the fake driver runs it too. */
+#include "../examples/vector_add_ptx.h"
 
 #define N 1024u
-
-/* The test suite's vyre_test_add_u32 (its name lets the fake driver run it). */
-static const char kAddPtx[] =
-    ".version 7.0\n"
-    ".target sm_75\n"
-    ".address_size 64\n"
-    ".visible .entry vyre_test_add_u32(.param .u64 pa, .param .u64 pb, .param .u64 pout,\n"
-    "                                  .param .u64 pw)\n"
-    "{\n"
-    "  .reg .pred %p<2>; .reg .b32 %r<8>; .reg .b64 %rd<16>;\n"
-    "  ld.param.u64 %rd1, [pw]; cvta.to.global.u64 %rd2, %rd1; ld.global.u32 %r1, [%rd2];\n"
-    "  cvt.u64.u32 %rd3, %r1;\n"
-    "  mov.u32 %r2, %ctaid.x; mov.u32 %r3, %ntid.x; mov.u32 %r4, %tid.x;\n"
-    "  mul.wide.u32 %rd4, %r2, %r3; cvt.u64.u32 %rd5, %r4; add.s64 %rd6, %rd4, %rd5;\n"
-    "  setp.ge.u64 %p1, %rd6, %rd3; @%p1 bra DONE;\n"
-    "  shl.b64 %rd7, %rd6, 2;\n"
-    "  ld.param.u64 %rd8, [pa]; cvta.to.global.u64 %rd9, %rd8; add.s64 %rd10, %rd9, %rd7;\n"
-    "  ld.global.u32 %r5, [%rd10];\n"
-    "  ld.param.u64 %rd11, [pb]; cvta.to.global.u64 %rd12, %rd11; add.s64 %rd13, %rd12, %rd7;\n"
-    "  ld.global.u32 %r6, [%rd13];\n"
-    "  add.s32 %r7, %r5, %r6;\n"
-    "  ld.param.u64 %rd14, [pout]; cvta.to.global.u64 %rd15, %rd14; add.s64 %rd15, %rd15, %rd7;\n"
-    "  st.global.u32 [%rd15], %r7;\n"
-    "DONE:\n"
-    "  ret;\n"
-    "}\n";
 
 static int fail(const char* what, vyre_status status) {
   char message[4096];
@@ -152,8 +129,8 @@ int main(int argc, char** argv) {
   decls[2].name = "out";
   decls[2].role = VYRE_ROLE_OUTPUT;
   vyre_program_desc pdesc = VYRE_PROGRAM_DESC_INIT;
-  pdesc.code = kAddPtx;
-  pdesc.entry = "vyre_test_add_u32";
+  pdesc.code = kVectorAddPtx;
+  pdesc.entry = VYRE_EXAMPLE_ADD_ENTRY;
   pdesc.bindings = decls;
   pdesc.binding_count = 3;
   pdesc.workgroup_size[0] = 256;
