@@ -1,5 +1,6 @@
 // Resident buffers.
 #include "api/api_call.h"
+#include "api/register_handle.h"
 #include "base/struct_size.h"
 #include "driver/release_report.h"
 #include "runtime/buffer.h"
@@ -22,14 +23,8 @@ VYRE_API vyre_status vyre_buffer_alloc(vyre_context context, uint64_t bytes, vyr
     }
     VYRE_ASSIGN_OR_RETURN(std::shared_ptr<vyre::Buffer> buffer,
                           vyre::Buffer::Allocate(ctx, bytes));
-    VYRE_ASSIGN_OR_RETURN(uint64_t bits, vyre::Buffers().Insert(buffer));
-    buffer->set_handle(bits);
-    absl::Status adopted = ctx->Adopt(vyre::HandleType::kBuffer, bits, what);
-    if (!adopted.ok()) {
-      vyre::Buffers().Remove(bits, what).IgnoreError();
-      return adopted;
-    }
-    out->bits = bits;
+    VYRE_ASSIGN_OR_RETURN(out->bits, vyre::Register(vyre::Buffers(), vyre::HandleType::kBuffer,
+                                                    std::move(buffer), what));
     return absl::OkStatus();
   });
 }
@@ -64,14 +59,8 @@ VYRE_API vyre_status vyre_buffer_wrap(vyre_context context, const vyre_buffer_wr
     VYRE_ASSIGN_OR_RETURN(
         std::shared_ptr<vyre::Buffer> buffer,
         vyre::Buffer::Wrap(ctx, static_cast<CUdeviceptr>(d.device_pointer), d.bytes, what));
-    VYRE_ASSIGN_OR_RETURN(uint64_t bits, vyre::Buffers().Insert(buffer));
-    buffer->set_handle(bits);
-    absl::Status adopted = ctx->Adopt(vyre::HandleType::kBuffer, bits, what);
-    if (!adopted.ok()) {
-      vyre::Buffers().Remove(bits, what).IgnoreError();
-      return adopted;
-    }
-    out->bits = bits;
+    VYRE_ASSIGN_OR_RETURN(out->bits, vyre::Register(vyre::Buffers(), vyre::HandleType::kBuffer,
+                                                    std::move(buffer), what));
     return absl::OkStatus();
   });
 }

@@ -1,5 +1,6 @@
 // Graphs and sequences.
 #include "api/api_call.h"
+#include "api/register_handle.h"
 #include "base/struct_size.h"
 #include "driver/release_report.h"
 #include "graph/graph.h"
@@ -11,22 +12,6 @@ using vyre::Errorf;
 
 namespace vyre {
 namespace {
-
-// Gives a new object a handle owned by its context.
-template <typename T>
-absl::StatusOr<uint64_t> Register(HandleRegistry<T>& registry, HandleType type,
-                                  std::shared_ptr<T> object, const char* what) {
-  Context& ctx = object->context();
-  T* raw = object.get();
-  VYRE_ASSIGN_OR_RETURN(uint64_t bits, registry.Insert(std::move(object)));
-  raw->set_handle(bits);
-  absl::Status adopted = ctx.Adopt(type, bits, what);
-  if (!adopted.ok()) {
-    registry.Remove(bits, what).IgnoreError();
-    return adopted;
-  }
-  return bits;
-}
 
 // A NULL replay descriptor means "nothing changes".
 absl::Status ReadReplayDesc(const char* what, const vyre_graph_replay_desc* desc,
