@@ -514,13 +514,11 @@ absl::Status Graph::Launch(const vyre_graph_replay_desc& desc, ReplayWork* work,
                     what, desc.element_count);
     }
     if (desc.element_count > capacity_ && desc.element_count > GridCoverage()) {
-      const uint64_t threads = threads_per_block_;
       return Errorf(VYRE_STATUS_LIMIT_EXCEEDED,
                     "%s: element_count %u needs %u blocks of %u threads, over the device's grid "
                     "limit of %u blocks. Fix: replay with at most %u elements, or record the "
                     "graph with larger blocks or an explicit grid.",
-                    what, desc.element_count,
-                    desc.element_count / threads + (desc.element_count % threads != 0), threads,
+                    what, desc.element_count, BlocksFor(desc.element_count), threads_per_block_,
                     context_->device().max_grid_dim[0], capacity_);
     }
     if (desc.element_count > capacity_) {
@@ -652,8 +650,7 @@ absl::Status Graph::Launch(const vyre_graph_replay_desc& desc, ReplayWork* work,
                              : next[i].buffer->device() + next[i].offset;
   };
   // count <= capacity_ <= GridCoverage(): the blocks fit grid x.
-  const uint32_t grid_x = static_cast<uint32_t>(std::max<uint64_t>(
-      count / threads_per_block_ + (count % threads_per_block_ != 0), 1));
+  const uint32_t grid_x = static_cast<uint32_t>(std::max<uint64_t>(BlocksFor(count), 1));
   absl::InlinedVector<RecordedOp, 4> kernels;
   absl::InlinedVector<size_t, 4> kernel_nodes;
   // A replay that changes nothing touches no node (the steady state).

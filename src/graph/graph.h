@@ -123,6 +123,10 @@ class Graph {
   uint64_t GridCoverage() const {
     return uint64_t{context_->device().max_grid_dim[0]} * threads_per_block_;
   }
+  // Blocks of threads_per_block_ threads that `count` elements need.
+  uint64_t BlocksFor(uint64_t count) const {
+    return count / threads_per_block_ + (count % threads_per_block_ != 0);
+  }
   absl::Status Capture(const RecordFn& record_full, const RecordFn* record_unchanged,
                        const char* what);
   absl::Status LaunchSequence(const vyre_graph_replay_desc& desc, ReplayWork* work,
