@@ -95,7 +95,8 @@ absl::StatusOr<EgraphScratchLayout> LayOutScratch(uint64_t rows, uint64_t classe
   l.table_slots = std::max<uint64_t>(*NextPowerOfTwo(std::max<uint64_t>(rows, 1) * 4), 1024);
   l.hooked_words = std::max<uint64_t>((classes + 31) / 32, 1);
   uint64_t cursor = 0;
-  const bool ok = Place(&cursor, rows * 4, &l.hash) && Place(&cursor, (rows + 31) / 32 * 4, &l.dirty_rows) &&
+  const bool ok = Place(&cursor, rows * 4, &l.hash) &&
+                  Place(&cursor, (rows + 31) / 32 * 4, &l.dirty_rows) &&
                   Place(&cursor, l.table_slots * 8, &l.table) &&
                   Place(&cursor, rows * 16, &l.records) &&
                   Place(&cursor, rows, &l.changed_in) &&

@@ -30,11 +30,13 @@ struct EgraphLayout {
   uint64_t bytes = 0;
 };
 
-// Spans of the scratch slab: row hashes, the dirty-row bitset and each row's
-// table slot ("bucket rows"), the group table ("bucket words"), the row
-// records, the 64-byte counter block and the two linked-root bitsets.
+// Spans of the scratch slab: row hashes and the dirty-row bitset ("bucket
+// rows"), the group table ("bucket words"), the row records, the table
+// round each row's form last changed in, the counter block and the two
+// linked-root bitsets.
 struct EgraphScratchLayout {
-  uint64_t hash = 0, dirty_rows = 0, table = 0, records = 0, changed_in = 0, counters = 0, hooked = 0;
+  uint64_t hash = 0, dirty_rows = 0, table = 0, records = 0, changed_in = 0, counters = 0;
+  uint64_t hooked = 0;
   uint64_t table_slots = 0, hooked_words = 0;
   uint64_t bytes = 0;
 };

@@ -31,8 +31,8 @@ class CopyWorkers {
 
   // Below this a part is not worth waking a thread for. Parts are claimed
   // as threads arrive, so a helper that wakes late costs nothing: the
-  // caller copies what is left. 64 KiB lets a 256 KiB staging piece (a
-  // 1 MiB transfer's quarter) spread over 4 threads.
+  // caller copies what is left. 64 KiB lets the smallest staging piece
+  // (1 MiB, staging_ring.cc) spread over every default copy thread.
   static constexpr uint64_t kMinPartBytes = uint64_t{64} << 10;
 
  private:
