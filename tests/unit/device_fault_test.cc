@@ -123,6 +123,21 @@ struct HostAdd {
   vyre_dispatch_desc desc{};
 };
 
+// The smallest e-graph image on `context`'s GPU: one row of class 0, op 0,
+// no children. Every column is the one word `*zero` (0), which must outlive
+// the create.
+vyre_egraph_image_desc OneRowImage(vyre_context context, const uint32_t* zero) {
+  vyre_egraph_image_desc desc = VYRE_EGRAPH_IMAGE_DESC_INIT;
+  desc.context = context;
+  desc.row_count = 1;
+  desc.class_count = 1;
+  desc.row_classes = zero;
+  desc.row_ops = zero;
+  desc.child_offsets = zero;
+  desc.child_lengths = zero;
+  return desc;
+}
+
 // Log lines, for the checks of what a failed reset says.
 struct LogSink {
   static void Callback(void* user, vyre_log_level, const char* message) {
@@ -316,14 +331,7 @@ TEST_F(DeviceFaultTest, AFaultCostsTheContextNotTheProcess) {
   EXPECT_EARLIER_FAULT(vyre_context_selftest(context));
   // An e-graph image on the GPU of the faulted context.
   const uint32_t zero = 0;
-  vyre_egraph_image_desc egraph = VYRE_EGRAPH_IMAGE_DESC_INIT;
-  egraph.context = context;
-  egraph.row_count = 1;
-  egraph.class_count = 1;
-  egraph.row_classes = &zero;
-  egraph.row_ops = &zero;
-  egraph.child_offsets = &zero;
-  egraph.child_lengths = &zero;
+  const vyre_egraph_image_desc egraph = OneRowImage(context, &zero);
   vyre_egraph_image image{0};
   EXPECT_EARLIER_FAULT(vyre_egraph_image_create(&egraph, &image));
   EXPECT_EQ(image.bits, 0u);
@@ -394,14 +402,7 @@ TEST_F(DeviceFaultTest, HostMemoryAndImageReleasesReportTheFault) {
       (reinterpret_cast<uintptr_t>(storage.data()) + 4095) & ~uintptr_t{4095});
   ASSERT_VYRE_OK(vyre_host_register(context, caller, 8192));
   const uint32_t zero = 0;
-  vyre_egraph_image_desc egraph = VYRE_EGRAPH_IMAGE_DESC_INIT;
-  egraph.context = context;
-  egraph.row_count = 1;
-  egraph.class_count = 1;
-  egraph.row_classes = &zero;
-  egraph.row_ops = &zero;
-  egraph.child_offsets = &zero;
-  egraph.child_lengths = &zero;
+  const vyre_egraph_image_desc egraph = OneRowImage(context, &zero);
   vyre_egraph_image image{0};
   ASSERT_VYRE_OK(vyre_egraph_image_create(&egraph, &image));
 
