@@ -229,6 +229,15 @@ vyre_dispatch_desc DispatchSpec::Desc() const {
   return desc;
 }
 
+DispatchSpec ResidentInc(vyre_buffer buffer, uint64_t offset, uint64_t bytes, uint32_t n,
+                         uint32_t iterations) {
+  DispatchSpec spec;
+  spec.bindings = {Resident(buffer, offset, bytes)};
+  spec.param_words = {n};
+  spec.fixpoint_iterations = iterations;
+  return spec;
+}
+
 vyre_context MakeContext() {
   vyre_context_desc desc = VYRE_CONTEXT_DESC_INIT;
   vyre_context context{0};

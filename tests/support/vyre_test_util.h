@@ -146,6 +146,12 @@ struct DispatchSpec {
   vyre_dispatch_desc Desc() const;
 };
 
+// A dispatch of IncSpec()'s program over [offset, +bytes) of `buffer`
+// (Resident's bytes 0: the rest of the buffer): params[0] = n elements,
+// `iterations` fixpoint iterations.
+DispatchSpec ResidentInc(vyre_buffer buffer, uint64_t offset, uint64_t bytes, uint32_t n,
+                         uint32_t iterations = 1);
+
 // ---------------------------------------------------------------------------
 // Objects
 // ---------------------------------------------------------------------------

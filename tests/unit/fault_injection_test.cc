@@ -678,9 +678,7 @@ TEST_F(FaultInjectionTest, WrappedBufferAndStreamOrdering) {
                desc.bytes = n * 4;
                vyre_buffer wrapped{0};
                if (!e.Ok(vyre_buffer_wrap(context_, &desc, &wrapped))) return e.Result();
-               DispatchSpec spec;
-               spec.bindings = {Resident(wrapped)};
-               spec.param_words = {uint32_t(n)};
+               const DispatchSpec spec = ResidentInc(wrapped, 0, 0, uint32_t(n));
                vyre_dispatch_desc d = spec.Desc();
                const uint64_t stream = reinterpret_cast<uint64_t>(raw_stream);
                e.Ok(vyre_buffer_upload(wrapped, 0, data.data(), n * 4)) &&

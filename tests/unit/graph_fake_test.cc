@@ -306,15 +306,6 @@ vyre_status CreateSequence(vyre_context context, const SequenceSpec& spec, vyre_
   return vyre_sequence_create(context, &desc, out);
 }
 
-DispatchSpec ResidentInc(vyre_buffer buffer, uint64_t offset, uint64_t bytes, uint32_t n,
-                         uint32_t iterations = 1) {
-  DispatchSpec spec;
-  spec.bindings = {Resident(buffer, offset, bytes)};
-  spec.param_words = {n};
-  spec.fixpoint_iterations = iterations;
-  return spec;
-}
-
 uint32_t FloatBits(float f) {
   uint32_t bits;
   std::memcpy(&bits, &f, 4);

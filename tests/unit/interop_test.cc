@@ -210,10 +210,7 @@ TEST_F(InteropTest, WrapOfASubRangeStaysInsideIt) {
   std::memcpy(expected.data() + 10, patch.data(), 64);
 
   vyre_program inc = MakeProgram(context_, IncSpec());
-  DispatchSpec spec;
-  spec.bindings = {Resident(w)};
-  spec.param_words = {uint32_t(n)};
-  spec.fixpoint_iterations = 2;
+  const DispatchSpec spec = ResidentInc(w, 0, 0, uint32_t(n), 2);
   vyre_dispatch_desc desc = spec.Desc();
   ASSERT_VYRE_OK(vyre_dispatch(inc, &desc, nullptr));
   for (uint32_t& v : expected) v += 2;
@@ -261,9 +258,7 @@ TEST_F(InteropTest, FreeReleasesTheHandleNotTheMemory) {
   vyre_buffer_info info = VYRE_BUFFER_INFO_INIT;
   EXPECT_VYRE_ERROR(vyre_buffer_info_get(w, &info), VYRE_STATUS_STALE_HANDLE);
   vyre_program inc = MakeProgram(context_, IncSpec());
-  DispatchSpec spec;
-  spec.bindings = {Resident(w)};
-  spec.param_words = {uint32_t(n)};
+  DispatchSpec spec = ResidentInc(w, 0, 0, uint32_t(n));
   vyre_dispatch_desc desc = spec.Desc();
   EXPECT_VYRE_ERROR(vyre_dispatch(inc, &desc, nullptr), VYRE_STATUS_STALE_HANDLE);
   EXPECT_TRUE(SameU32(memory.ReadU32(n), data));
@@ -298,9 +293,7 @@ TEST_F(InteropTest, FreeWhileADispatchIsPendingWaitsForIt) {
   memory.Write(data.data(), n * 4);
   vyre_buffer w = Wrap(memory.get(), n * 4);
   vyre_program inc = MakeProgram(context_, IncSpec());
-  DispatchSpec spec;
-  spec.bindings = {Resident(w)};
-  spec.param_words = {uint32_t(n)};
+  const DispatchSpec spec = ResidentInc(w, 0, 0, uint32_t(n));
   vyre_dispatch_desc desc = spec.Desc();
   vyre_pending pending{0};
   {
@@ -540,10 +533,7 @@ TEST_F(InteropTest, WaitAndSignalOrderWorkOnABorrowedBuffer) {
   ASSERT_TRUE(memory.ok());
   vyre_buffer w = Wrap(memory.get(), n * 4);
   vyre_program inc = MakeProgram(context_, IncSpec());
-  DispatchSpec spec;
-  spec.bindings = {Resident(w)};
-  spec.param_words = {uint32_t(n)};
-  spec.fixpoint_iterations = 3;
+  const DispatchSpec spec = ResidentInc(w, 0, 0, uint32_t(n), 3);
   vyre_dispatch_desc desc = spec.Desc();
 
   for (uint32_t round = 0; round < 3; ++round) {
@@ -577,9 +567,7 @@ TEST_F(InteropTest, GraphsAndSequencesBindWrappedBuffers) {
   memory.Write(data.data(), n * 4);
   vyre_buffer w = Wrap(memory.get(), n * 4);
   vyre_program inc = MakeProgram(context_, IncSpec());
-  DispatchSpec spec;
-  spec.bindings = {Resident(w)};
-  spec.param_words = {uint32_t(n)};
+  const DispatchSpec spec = ResidentInc(w, 0, 0, uint32_t(n));
   vyre_dispatch_desc desc = spec.Desc();
 
   vyre_graph graph{0};
@@ -628,9 +616,7 @@ TEST_F(InteropFaultTest, AFaultedContextRefusesWithDeviceFault) {
     vyre_buffer w = Wrap(memory->get(), 1024);
     vyre_program inc = MakeProgram(context_, IncSpec());
     ASSERT_TRUE(FakeCuda::InjectFault(CUDA_ERROR_ILLEGAL_ADDRESS));
-    DispatchSpec spec;
-    spec.bindings = {Resident(w)};
-    spec.param_words = {256};
+    const DispatchSpec spec = ResidentInc(w, 0, 0, 256);
     vyre_dispatch_desc desc = spec.Desc();
     EXPECT_VYRE_ERROR(vyre_dispatch(inc, &desc, nullptr), VYRE_STATUS_DEVICE_FAULT);
     const uint64_t pointer_queries = FakeCuda::Stats().pointer_queries;
