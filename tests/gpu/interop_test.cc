@@ -95,6 +95,11 @@ class InteropTest : public GpuTest {
     d.bytes = bytes;
     return d;
   }
+  // Wraps [p, +bytes) into *out (call under ASSERT_NO_FATAL_FAILURE).
+  void Wrap(CUdeviceptr p, uint64_t bytes, BufferHandle* out) {
+    const vyre_buffer_wrap_desc d = WrapDesc(p, bytes);
+    ASSERT_VYRE_OK(vyre_buffer_wrap(context(), &d, out->out()));
+  }
 
   std::unique_ptr<RawPrimaryContext> raw_;
   std::vector<CUdeviceptr> allocations_;
@@ -117,12 +122,9 @@ TEST_F(InteropTest, VectorAddOverWrappedAllocations) {
   RawWrite(dout, poison.data(), n * 4);
 
   BufferHandle wa, wb, wo;
-  vyre_buffer_wrap_desc d = WrapDesc(da, n * 4);
-  ASSERT_VYRE_OK(vyre_buffer_wrap(context(), &d, wa.out()));
-  d = WrapDesc(db, n * 4);
-  ASSERT_VYRE_OK(vyre_buffer_wrap(context(), &d, wb.out()));
-  d = WrapDesc(dout, n * 4);
-  ASSERT_VYRE_OK(vyre_buffer_wrap(context(), &d, wo.out()));
+  ASSERT_NO_FATAL_FAILURE(Wrap(da, n * 4, &wa));
+  ASSERT_NO_FATAL_FAILURE(Wrap(db, n * 4, &wb));
+  ASSERT_NO_FATAL_FAILURE(Wrap(dout, n * 4, &wo));
   vyre_buffer_info info = VYRE_BUFFER_INFO_INIT;
   ASSERT_VYRE_OK(vyre_buffer_info_get(wo.get(), &info));
   EXPECT_EQ(info.flags, VYRE_BUFFER_INFO_FLAG_BORROWED);
@@ -207,8 +209,7 @@ TEST_F(InteropTest, WaitStreamOrdersLibraryWorkAfterARawKernel) {
   const std::vector<uint32_t> before = rng().NonZeroU32(n);
   RawWrite(data, before.data(), n * 4);
   BufferHandle w;
-  vyre_buffer_wrap_desc d = WrapDesc(data, n * 4);
-  ASSERT_VYRE_OK(vyre_buffer_wrap(context(), &d, w.out()));
+  ASSERT_NO_FATAL_FAILURE(Wrap(data, n * 4, &w));
 
   CUfunction spin = RawSpin();
   CUstream stream = RawStream();
@@ -235,8 +236,7 @@ TEST_F(InteropTest, SignalStreamOrdersRawWorkAfterLibraryWork) {
   CUdeviceptr data = RawAlloc(n * 4);
   ASSERT_NE(data, 0u);
   BufferHandle w;
-  vyre_buffer_wrap_desc d = WrapDesc(data, n * 4);
-  ASSERT_VYRE_OK(vyre_buffer_wrap(context(), &d, w.out()));
+  ASSERT_NO_FATAL_FAILURE(Wrap(data, n * 4, &w));
   ProgramHandle spin;
   ASSERT_TRUE(CreateTestProgram(context(), "vyre_test_spin",
                                 {Decl(VYRE_ROLE_INPUT_OUTPUT, 4, "data")}, kSpinThreads, &spin));
@@ -271,8 +271,7 @@ TEST_F(InteropTest, WaitAndSignalChainWithoutHostSynchronisation) {
   CUdeviceptr data = RawAlloc(n * 4);
   ASSERT_NE(data, 0u);
   BufferHandle w;
-  vyre_buffer_wrap_desc d = WrapDesc(data, n * 4);
-  ASSERT_VYRE_OK(vyre_buffer_wrap(context(), &d, w.out()));
+  ASSERT_NO_FATAL_FAILURE(Wrap(data, n * 4, &w));
   ProgramHandle inc;
   ASSERT_TRUE(CreateTestProgram(context(), "vyre_test_inc_u32",
                                 {Decl(VYRE_ROLE_INPUT_OUTPUT)}, 256, &inc));
