@@ -7,7 +7,6 @@ package vyrecuda_test
 
 import (
 	"context"
-	"encoding/binary"
 	"strings"
 	"testing"
 	"unsafe"
@@ -16,14 +15,6 @@ import (
 	"vyrecuda/internal/fakedriver"
 	"vyrecuda/internal/rawdriver"
 )
-
-func u32sFromBytes(b []byte) []uint32 {
-	out := make([]uint32, len(b)/4)
-	for i := range out {
-		out[i] = binary.LittleEndian.Uint32(b[4*i:])
-	}
-	return out
-}
 
 func rawAlloc(t *testing.T, bytes uint64) uint64 {
 	t.Helper()
@@ -70,9 +61,9 @@ func TestWrapIsAResidentBindingAndNeverFreesTheMemory(t *testing.T) {
 	got, err := vc.Read[uint32](wo)
 	must(t, err, "Read")
 	checkSum(t, a, b, got, "through the library")
-	raw, err := rawdriver.Read(pout, 4*n, 0)
-	must(t, err, "raw read")
-	checkSum(t, a, b, u32sFromBytes(raw), "through the driver")
+	raw := make([]uint32, n)
+	must(t, rawdriver.Read(pout, vc.AsBytes(raw), 0), "raw read")
+	checkSum(t, a, b, raw, "through the driver")
 
 	a2 := r.u32s(n)
 	must(t, wa.Upload(0, vc.AsBytes(a2)), "Upload")
@@ -81,9 +72,8 @@ func TestWrapIsAResidentBindingAndNeverFreesTheMemory(t *testing.T) {
 	}
 	must(t, add.Close(), "Close program")
 	must(t, ctx.Trim(), "Trim")
-	raw, err = rawdriver.Read(pa, 4*n, 0)
-	must(t, err, "raw read after Close")
-	for i, v := range u32sFromBytes(raw) {
+	must(t, rawdriver.Read(pa, vc.AsBytes(raw), 0), "raw read after Close")
+	for i, v := range raw {
 		if v != a2[i] {
 			t.Fatalf("the caller's memory after Close: [%d] = %d, expected %d", i, v, a2[i])
 		}
@@ -139,9 +129,9 @@ func TestWaitAndSignalOrderWorkOnABorrowedBuffer(t *testing.T) {
 		pd, err := inc.DispatchAsync(&vc.Dispatch{Args: []vc.Arg{w.Arg()}, Params: []uint32{n}, Iterations: 2})
 		must(t, err, "DispatchAsync")
 		must(t, ctx.SignalStream(stream), "SignalStream")
-		raw, err := rawdriver.Read(p, 4*n, stream)
-		must(t, err, "raw read on the stream")
-		for i, v := range u32sFromBytes(raw) {
+		raw := make([]uint32, n)
+		must(t, rawdriver.Read(p, vc.AsBytes(raw), stream), "raw read on the stream")
+		for i, v := range raw {
 			if v != value+2 {
 				t.Fatalf("round %d: [%d] = %d, expected %d", round, i, v, value+2)
 			}

@@ -170,26 +170,25 @@ func Free(pointer uint64) error {
 	return result("cuMemFree", C.raw_free(C.ulonglong(pointer)))
 }
 
-// Write copies src to device memory at dst and waits (NULL stream).
+// Write copies src (len > 0) to device memory at dst and waits (NULL stream).
 func Write(dst uint64, src []byte) error {
 	if err := load(); err != nil {
 		return err
 	}
-	c := C.CBytes(src)
-	defer C.free(c)
-	return result("cuMemcpyHtoDAsync", C.raw_write(C.ulonglong(dst), c, C.size_t(len(src))))
+	// A Go pointer as a call argument: raw_write waits before it returns.
+	return result("cuMemcpyHtoDAsync", C.raw_write(C.ulonglong(dst), unsafe.Pointer(&src[0]),
+		C.size_t(len(src))))
 }
 
-// Read copies n bytes from device memory at src, enqueued on `stream` (0:
-// the NULL stream), and waits for that stream.
-func Read(src uint64, n int, stream uint64) ([]byte, error) {
+// Read copies len(dst) (> 0) bytes from device memory at src into dst,
+// enqueued on `stream` (0: the NULL stream), and waits for that stream.
+func Read(src uint64, dst []byte, stream uint64) error {
 	if err := load(); err != nil {
-		return nil, err
+		return err
 	}
-	c := C.malloc(C.size_t(n))
-	defer C.free(c)
-	err := result("cuMemcpyDtoHAsync", C.raw_read(c, C.ulonglong(src), C.size_t(n), C.uintptr_t(stream)))
-	return C.GoBytes(c, C.int(n)), err
+	// A Go pointer as a call argument: raw_read waits before it returns.
+	return result("cuMemcpyDtoHAsync", C.raw_read(unsafe.Pointer(&dst[0]), C.ulonglong(src),
+		C.size_t(len(dst)), C.uintptr_t(stream)))
 }
 
 // MemsetD32 enqueues cuMemsetD32Async of `count` words on `stream`.
