@@ -139,8 +139,9 @@ fi
 if [ -f "$stage/MANIFEST" ]; then
   staged_hash="$(sed -n 's/^source-hash: //p' "$stage/MANIFEST")"
   note "staged: $(sed -n 's/^staged: //p' "$stage/MANIFEST"); $(sed -n 's/^commit: //p' "$stage/MANIFEST")"
-  if [ "$staged_hash" != "$(source_hash)" ]; then
-    note "STALE: bindings/ or include/ changed since the binaries were staged (hash $staged_hash, now $(source_hash)); rerun scripts/stage-binding-tests.sh"
+  current_hash="$(source_hash)"
+  if [ "$staged_hash" != "$current_hash" ]; then
+    note "STALE: bindings/ or include/ changed since the binaries were staged (hash $staged_hash, now $current_hash); rerun scripts/stage-binding-tests.sh"
   fi
 else
   note "FAIL setup: no staged binaries in $stage (run scripts/stage-binding-tests.sh where cargo and go are, and carry .deps/bindings.tar.xz)"
@@ -166,6 +167,29 @@ step() {
 }
 # fail_step NAME WHY: a check that is not a command.
 fail_step() { note "FAIL $1: $2"; failed=1; }
+# staged_examples LANG DIR: each staged example in DIR over $n_example elements.
+staged_examples() {
+  local lang="$1" dir="$2" example
+  for example in vector_add triton_saxpy graph_replay; do
+    if [ -x "$dir/$example" ]; then
+      step "$lang-example-$example" . "$dir/$example" "$n_example"
+    else
+      fail_step "$lang-example-$example" "not staged"
+    fi
+  done
+}
+# no_driver NAME CMD...: without a driver, CMD must exit 2 with the message's Fix.
+no_driver() {
+  local name="$1" code
+  shift
+  env VYRE_CUDA_DRIVER_LIBRARY=/nonexistent/libcuda.so.1 "$@" > "$logs/$name.log" 2>&1
+  code=$?
+  if [ "$code" = 2 ] && grep -q "Fix:" "$logs/$name.log"; then
+    note "PASS $name"
+  else
+    fail_step "$name" "exit $code, expected 2 with a Fix: $(head -3 "$logs/$name.log")"
+  fi
+}
 
 if [ "$tests" = 1 ]; then
   # Rust: each staged test executable from its crate's directory, as cargo
@@ -180,13 +204,7 @@ if [ "$tests" = 1 ]; then
     fi
   done
   [ "$rust_tests" -gt 0 ] || fail_step rust-tests "no staged Rust test binaries in $stage/rust"
-  for example in vector_add triton_saxpy graph_replay; do
-    if [ -x "$stage/rust/examples/$example" ]; then
-      step "rust-example-$example" . "$stage/rust/examples/$example" "$n_example"
-    else
-      fail_step "rust-example-$example" "not staged"
-    fi
-  done
+  staged_examples rust "$stage/rust/examples"
 
   # Go: the test binary from the package directory, as go test runs it.
   if [ -x "$stage/go/vyrecuda.test" ]; then
@@ -196,23 +214,8 @@ if [ "$tests" = 1 ]; then
   else
     fail_step go-test "not staged"
   fi
-  for example in vector_add triton_saxpy graph_replay; do
-    if [ -x "$stage/go/$example" ]; then
-      step "go-example-$example" . "$stage/go/$example" "$n_example"
-    else
-      fail_step "go-example-$example" "not staged"
-    fi
-  done
-  if [ -x "$stage/go/vector_add" ]; then
-    # Without a driver: exit 2 and the message's Fix.
-    env VYRE_CUDA_DRIVER_LIBRARY=/nonexistent/libcuda.so.1 "$stage/go/vector_add" > "$logs/go-example-no-driver.log" 2>&1
-    code=$?
-    if [ "$code" = 2 ] && grep -q "Fix:" "$logs/go-example-no-driver.log"; then
-      note "PASS go-example-no-driver"
-    else
-      fail_step go-example-no-driver "exit $code, expected 2 with a Fix: $(head -3 "$logs/go-example-no-driver.log")"
-    fi
-  fi
+  staged_examples go "$stage/go"
+  [ -x "$stage/go/vector_add" ] && no_driver go-example-no-driver "$stage/go/vector_add"
 
   # Python: the ctest environment of bindings/python/CMakeLists.txt (not
   # python_wheel, which needs a package index).
@@ -244,13 +247,7 @@ if [ "$tests" = 1 ]; then
   for example in vector_add triton_saxpy graph_replay; do
     step "python-example-$example" bindings/python python3 "examples/$example.py" "$n_example"
   done
-  env VYRE_CUDA_DRIVER_LIBRARY=/nonexistent/libcuda.so.1 python3 bindings/python/examples/vector_add.py > "$logs/python-example-no-driver.log" 2>&1
-  code=$?
-  if [ "$code" = 2 ] && grep -q "Fix:" "$logs/python-example-no-driver.log"; then
-    note "PASS python-example-no-driver"
-  else
-    fail_step python-example-no-driver "exit $code, expected 2 with a Fix: $(head -3 "$logs/python-example-no-driver.log")"
-  fi
+  no_driver python-example-no-driver python3 bindings/python/examples/vector_add.py
 fi
 
 if [ "$bench" = 1 ]; then
