@@ -1098,7 +1098,8 @@ enum {
   /** Record device events so the result reports device_ns. */
   VYRE_EGRAPH_REBUILD_DEVICE_TIMING = 1u << 1,
   /** Testing: group rows by a deliberately weak hash (op and arity only), so
-   *  nearly every candidate is a collision that must be refused. */
+   *  nearly every candidate is a collision that must be refused. GPU images
+   *  keep it for their passes until a rebuild without it. */
   VYRE_EGRAPH_REBUILD_COLLIDING_HASH = 1u << 2
 };
 

@@ -22,6 +22,20 @@ constexpr uint64_t kSpanAlignment = 256;
 constexpr uint32_t kBlockThreads = 256;
 // The pass's first pair output; it grows to what a pass finds.
 constexpr uint64_t kFirstPairCapacity = uint64_t{1} << 16;
+// The bucketed pass (congruence.cu): about this many rows per bucket, at
+// most this many buckets (their counts sit in one block's shared memory),
+// at least two table slots per expected row, and the block shapes. One
+// counting block per multiprocessor keeps each block's run of a bucket tens
+// of entries long.
+constexpr uint64_t kRowsPerBucket = 4096;
+constexpr uint64_t kMaxBuckets = 16384;
+constexpr uint64_t kMinBucketSlots = 8192;
+constexpr uint32_t kCountThreads = 1024;
+constexpr uint64_t kRowsPerCountBlock = 8192;
+constexpr uint32_t kBucketPassThreads = 512;
+constexpr uint64_t kSweepRuns = uint64_t{1} << 17;
+// Bytes of shared memory a bucket table slot takes: (hash, list place).
+constexpr uint64_t kBucketSlotBytes = 8;
 
 // Places `bytes` at the cursor (aligned) and advances it.
 bool Place(uint64_t* cursor, uint64_t bytes, uint64_t* at) {
@@ -185,13 +199,65 @@ absl::Status EgraphImage::LoadKernels(const char* what) {
       {&kernels_.insert, "vyre_eg_insert"},             {&kernels_.round_end, "vyre_eg_round_end"},
       {&kernels_.pass_group, "vyre_eg_pass_group"},     {&kernels_.pass_emit, "vyre_eg_pass_emit"},
       {&kernels_.pack_rows, "vyre_eg_pack_rows"},
+      {&kernels_.bucket_count, "vyre_eg_bucket_count"},
+      {&kernels_.bucket_prefix, "vyre_eg_bucket_prefix"},
+      {&kernels_.bucket_scan, "vyre_eg_bucket_scan"},
+      {&kernels_.bucket_scatter, "vyre_eg_bucket_scatter"},
+      {&kernels_.bucket_pass, "vyre_eg_bucket_pass"},
   };
   for (const auto& e : entries) {
     VYRE_CU(what, cuModuleGetFunction, e.slot, module_->get(), e.name);
   }
+  VYRE_RETURN_IF_ERROR(PlanBuckets(what));
   // Grid-stride kernels: enough blocks to fill the device, no more, so a
   // kernel that finds the rebuild done returns in microseconds.
   max_blocks_ = std::max<uint32_t>(ctx.device().multiprocessor_count * 8, 1);
+  return absl::OkStatus();
+}
+
+absl::Status EgraphImage::PlanBuckets(const char* what) {
+  Context& ctx = *context_;
+  BucketPlan plan;
+  const uint64_t rows = std::max<uint64_t>(rows_, 1);
+  const uint64_t buckets =
+      std::min(*NextPowerOfTwo((rows + kRowsPerBucket - 1) / kRowsPerBucket), kMaxBuckets);
+  const uint64_t per_bucket = (rows + buckets - 1) / buckets;
+  const uint64_t slots = std::max(*NextPowerOfTwo(per_bucket * 2), kMinBucketSlots);
+  plan.buckets = static_cast<uint32_t>(buckets);
+  uint32_t bucket_bits = 0;
+  while ((uint64_t{1} << bucket_bits) < buckets) ++bucket_bits;
+  plan.shift = 32 - bucket_bits;
+  plan.slots = static_cast<uint32_t>(std::min<uint64_t>(slots, uint64_t{1} << 28));
+  plan.count_blocks = static_cast<uint32_t>(std::clamp<uint64_t>(
+      (rows + kRowsPerCountBlock - 1) / kRowsPerCountBlock, 1,
+      std::max<uint64_t>(ctx.device().multiprocessor_count, 1)));
+  plan.count_shared = static_cast<uint32_t>(buckets * 4);
+  // Open runs per scatter launch (count blocks x buckets of the sweep): at
+  // most kSweepRuns, each a partly written 128-byte L2 line (16 MB in all).
+  plan.sweep_buckets = static_cast<uint32_t>(
+      std::clamp<uint64_t>(kSweepRuns / plan.count_blocks, 1, buckets));
+  const uint64_t pass_shared = slots * kBucketSlotBytes;
+  // Each kernel's own static shared memory comes out of the same budget.
+  struct {
+    CUfunction kernel;
+    uint64_t dynamic;
+  } uses[] = {{kernels_.bucket_count, plan.count_shared},
+              {kernels_.bucket_scatter, plan.count_shared},
+              {kernels_.bucket_pass, pass_shared}};
+  plan.usable = slots <= (uint64_t{1} << 28);
+  for (const auto& u : uses) {
+    int fixed = 0;
+    VYRE_CU(what, cuFuncGetAttribute, &fixed, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, u.kernel);
+    const uint64_t limit = ctx.device().max_shared_memory_per_block;
+    if (u.dynamic + static_cast<uint64_t>(fixed) > limit) {
+      plan.usable = false;
+      continue;
+    }
+    VYRE_CU(what, cuFuncSetAttribute, u.kernel, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+            static_cast<int>(limit - static_cast<uint64_t>(fixed)));
+  }
+  if (plan.usable) plan.pass_shared = static_cast<uint32_t>(pass_shared);
+  bucket_plan_ = plan;
   return absl::OkStatus();
 }
 
@@ -231,6 +297,16 @@ absl::Status EgraphImage::CreateOnDevice(const vyre_egraph_image_desc& desc, con
   args_.rows = static_cast<uint32_t>(rows_);
   args_.classes = static_cast<uint32_t>(classes_);
   args_.table_mask = static_cast<uint32_t>(scratch_layout_.table_slots - 1);
+  // The bucketed pass's list of (hash, row) and the rows' packed forms live
+  // in the table's span (four slots of 8 bytes per row): the pass and the
+  // table never hold anything at once. args_.forms stays 0 so that a
+  // rebuild's refresh does not write them; the pass sets it (PassArgs).
+  args_.bucket_list = args_.table;
+  pass_forms_ = args_.table + (rows_ * 8 + kSpanAlignment - 1) / kSpanAlignment * kSpanAlignment;
+  args_.buckets = bucket_plan_.buckets;
+  args_.bucket_shift = bucket_plan_.shift;
+  args_.bucket_slots = bucket_plan_.slots;
+  args_.count_blocks = bucket_plan_.count_blocks;
 
   CUstream stream = ctx.stream();
   struct {
@@ -283,6 +359,23 @@ absl::Status EgraphImage::Launch(CUfunction kernel, uint64_t items, const VyreEg
   void* params[] = {&copy};
   VYRE_CU(what, cuLaunchKernel, kernel, blocks, 1, 1, kBlockThreads, 1, 1, 0, context_->stream(),
           params, nullptr);
+  context_->telemetry().kernel_launches.Add();
+  return absl::OkStatus();
+}
+
+VyreEgArgs EgraphImage::PassArgs() const {
+  VyreEgArgs pass = args_;
+  pass.forms = pass_forms_;
+  return pass;
+}
+
+absl::Status EgraphImage::LaunchShaped(CUfunction kernel, uint32_t blocks, uint32_t threads,
+                                       uint32_t shared_bytes, const char* what,
+                                       const VyreEgArgs* args) const {
+  VyreEgArgs copy = args != nullptr ? *args : PassArgs();
+  void* params[] = {&copy};
+  VYRE_CU(what, cuLaunchKernel, kernel, blocks, 1, 1, threads, 1, 1, shared_bytes,
+          context_->stream(), params, nullptr);
   context_->telemetry().kernel_launches.Add();
   return absl::OkStatus();
 }
@@ -500,9 +593,12 @@ absl::Status EgraphImage::EnsurePassScratch(uint64_t pairs, const char* what) {
   // A pass finds at most one pair per row: a set of twice that many slots
   // never fills, whatever the output's capacity.
   const uint64_t set_slots = *NextPowerOfTwo(std::max<uint64_t>(rows_, 1) * 2);
-  uint64_t cursor = 0, rep = 0, group_min = 0, set = 0, out = 0;
+  const uint64_t count_bytes = uint64_t{bucket_plan_.count_blocks} * bucket_plan_.buckets * 4;
+  uint64_t cursor = 0, rep = 0, group_min = 0, set = 0, out = 0, counts = 0, starts = 0;
   const bool ok = Place(&cursor, rows_ * 4, &rep) && Place(&cursor, rows_ * 4, &group_min) &&
-                  Place(&cursor, set_slots * 8, &set) && Place(&cursor, capacity * 8, &out);
+                  Place(&cursor, set_slots * 8, &set) && Place(&cursor, capacity * 8, &out) &&
+                  Place(&cursor, count_bytes, &counts) &&
+                  Place(&cursor, (uint64_t{bucket_plan_.buckets} + 1) * 4, &starts);
   if (!ok) return LayoutOverflow(what);
   pass_scratch_.reset();
   VYRE_ASSIGN_OR_RETURN(pass_scratch_, OwnedBytes::Allocate(OwnedBytes::Kind::kDevice, ctx.cu(),
@@ -513,9 +609,54 @@ absl::Status EgraphImage::EnsurePassScratch(uint64_t pairs, const char* what) {
   args_.group_min = base + group_min;
   args_.pair_set = base + set;
   args_.pairs_out = base + out;
+  args_.bucket_counts = base + counts;
+  args_.bucket_starts = base + starts;
   args_.pair_set_mask = static_cast<uint32_t>(set_slots - 1);
   args_.pair_capacity = static_cast<uint32_t>(capacity);
   return absl::OkStatus();
+}
+
+absl::Status EgraphImage::EnqueuePassGroups(bool bucketed, const char* what) {
+  Context& ctx = *context_;
+  CUstream stream = ctx.stream();
+  if (bucketed) {
+    const BucketPlan& p = bucket_plan_;
+    VYRE_RETURN_IF_ERROR(
+        LaunchShaped(kernels_.bucket_count, p.count_blocks, kCountThreads, p.count_shared, what));
+    VYRE_RETURN_IF_ERROR(
+        LaunchShaped(kernels_.bucket_prefix, (p.buckets + 31) / 32, 256, 0, what));
+    VYRE_RETURN_IF_ERROR(LaunchShaped(kernels_.bucket_scan, 1, 1024, 0, what));
+    for (uint32_t first = 0; first < p.buckets; first += p.sweep_buckets) {
+      VyreEgArgs sweep = PassArgs();
+      sweep.sweep_first = first;
+      sweep.sweep_end = std::min(p.buckets, first + p.sweep_buckets);
+      VYRE_RETURN_IF_ERROR(LaunchShaped(kernels_.bucket_scatter, p.count_blocks, kCountThreads,
+                                        p.count_shared, what, &sweep));
+    }
+    return absl::OkStatus();
+  }
+  VYRE_CU(what, cuMemsetD32Async, args_.table, 0xFFFFFFFFu, scratch_layout_.table_slots * 2,
+          stream);
+  if (rows_ > 0) VYRE_CU(what, cuMemsetD32Async, args_.group_min, 0xFFFFFFFFu, rows_, stream);
+  ctx.telemetry().memset_operations.Add(2);
+  return Launch(kernels_.pass_group, rows_, args_, what);
+}
+
+absl::Status EgraphImage::EnqueuePassPairs(bool bucketed, const char* what) {
+  Context& ctx = *context_;
+  CUstream stream = ctx.stream();
+  VYRE_CU(what, cuMemsetD32Async, args_.pair_set, 0xFFFFFFFFu,
+          (uint64_t{args_.pair_set_mask} + 1) * 2, stream);
+  VYRE_CU(what, cuMemsetD8Async, args_.counters + offsetof(VyreEgCounters, pair_count), 0,
+          sizeof(VyreEgCounters::pair_count), stream);
+  VYRE_CU(what, cuMemsetD8Async, args_.counters + offsetof(VyreEgCounters, overflow), 0,
+          sizeof(VyreEgCounters::overflow), stream);
+  ctx.telemetry().memset_operations.Add(3);
+  if (bucketed) {
+    return LaunchShaped(kernels_.bucket_pass, bucket_plan_.buckets, kBucketPassThreads,
+                        bucket_plan_.pass_shared, what);
+  }
+  return Launch(kernels_.pass_emit, rows_, args_, what);
 }
 
 absl::Status EgraphImage::Pass(uint32_t* pairs, uint64_t capacity, uint64_t* out_count,
@@ -554,38 +695,26 @@ absl::Status EgraphImage::Pass(uint32_t* pairs, uint64_t capacity, uint64_t* out
     init.full = 1;
     VYRE_RETURN_IF_ERROR(ResetCounters(init, what));
     VYRE_RETURN_IF_ERROR(EnsureRowRecords(what));
-    VYRE_RETURN_IF_ERROR(Launch(kernels_.refresh, rows_, args_, what));
-    VYRE_CU(what, cuMemsetD32Async, args_.table, 0xFFFFFFFFu, scratch_layout_.table_slots * 2,
-            stream);
-    if (rows_ > 0) VYRE_CU(what, cuMemsetD32Async, args_.group_min, 0xFFFFFFFFu, rows_, stream);
-    ctx.telemetry().memset_operations.Add(2);
-    VYRE_RETURN_IF_ERROR(Launch(kernels_.pass_group, rows_, args_, what));
+    bool bucketed = bucket_plan_.usable && rows_ > 0;
+    // Only the bucketed pass reads the packed forms.
+    VYRE_RETURN_IF_ERROR(Launch(kernels_.refresh, rows_, bucketed ? PassArgs() : args_, what));
     VyreEgCounters seen{};
-    for (int attempt = 0; attempt < 2; ++attempt) {
-      VYRE_CU(what, cuMemsetD32Async, args_.pair_set, 0xFFFFFFFFu,
-              (uint64_t{args_.pair_set_mask} + 1) * 2, stream);
-      VYRE_CU(what, cuMemsetD8Async, args_.counters + offsetof(VyreEgCounters, pair_count), 0,
-              sizeof(seen.pair_count), stream);
-      ctx.telemetry().memset_operations.Add(2);
-      VYRE_RETURN_IF_ERROR(Launch(kernels_.pass_emit, rows_, args_, what));
+    for (int attempt = 0; attempt < 3; ++attempt) {
+      // Every attempt groups again: the bucketed pass consumes its list, and
+      // a grown output moves the groups' scratch. The canonical children and
+      // hashes of the refresh stay.
+      VYRE_RETURN_IF_ERROR(EnqueuePassGroups(bucketed, what));
+      VYRE_RETURN_IF_ERROR(EnqueuePassPairs(bucketed, what));
       VYRE_RETURN_IF_ERROR(ReadCounters(&seen, what));
-      if (seen.pair_count <= pass_pair_capacity_) break;
-      // More pairs than the output holds: grow it and emit again (the groups
-      // stay as found; only the pair set and output are rebuilt).
-      OwnedBytes keep_groups = std::move(pass_scratch_);
-      const uint64_t rep = args_.rep_slot, group_min = args_.group_min;
-      std::vector<uint32_t> saved(rows_ * 2);
-      if (rows_ > 0) {
-        VYRE_CU(what, cuMemcpyDtoHAsync, saved.data(), rep, rows_ * 4, stream);
-        VYRE_CU(what, cuMemcpyDtoHAsync, saved.data() + rows_, group_min, rows_ * 4, stream);
-        VYRE_CU(what, cuStreamSynchronize, stream);
+      if (bucketed && seen.overflow != 0) {
+        // A bucket's distinct forms filled its shared-memory table (never
+        // expected; colliding hashes can): the table pass finds the same.
+        bucketed = false;
+        continue;
       }
-      keep_groups.reset();
+      if (seen.overflow != 0 || seen.pair_count <= pass_pair_capacity_) break;
+      // More pairs than the output holds: grow it and run again.
       VYRE_RETURN_IF_ERROR(EnsurePassScratch(seen.pair_count, what));
-      if (rows_ > 0) {
-        VYRE_CU(what, cuMemcpyHtoDAsync, args_.rep_slot, saved.data(), rows_ * 4, stream);
-        VYRE_CU(what, cuMemcpyHtoDAsync, args_.group_min, saved.data() + rows_, rows_ * 4, stream);
-      }
     }
     if (seen.overflow != 0 || seen.pair_count > pass_pair_capacity_) {
       return Errorf(VYRE_STATUS_INTERNAL,

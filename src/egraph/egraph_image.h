@@ -81,6 +81,8 @@ class EgraphImage {
 
   absl::Status CreateOnDevice(const vyre_egraph_image_desc& desc, const char* what);
   absl::Status LoadKernels(const char* what);
+  // Sizes the bucketed pass for the image's rows and the device.
+  absl::Status PlanBuckets(const char* what);
   absl::Status EnsurePassScratch(uint64_t pairs, const char* what);
   // Enqueues the packing of the row records when a column they copy
   // changed since the last packing (the stream orders it before the work).
@@ -88,6 +90,17 @@ class EgraphImage {
   // Launches `kernel` over `items` with the image's arguments.
   absl::Status Launch(CUfunction kernel, uint64_t items, const VyreEgArgs& args,
                       const char* what) const;
+  // The image's arguments with the pass's packed forms.
+  VyreEgArgs PassArgs() const;
+  // Launches `kernel` with an explicit shape and dynamic shared memory, with
+  // `args` (PassArgs() when null).
+  absl::Status LaunchShaped(CUfunction kernel, uint32_t blocks, uint32_t threads,
+                            uint32_t shared_bytes, const char* what,
+                            const VyreEgArgs* args = nullptr) const;
+  // The pass's kernels after refresh: grouping, then (again after a grown
+  // output) the pairs; `bucketed` picks the bucketed pass or the table pass.
+  absl::Status EnqueuePassGroups(bool bucketed, const char* what);
+  absl::Status EnqueuePassPairs(bool bucketed, const char* what);
   absl::Status ResetCounters(const VyreEgCounters& init, const char* what);
   absl::Status ReadCounters(VyreEgCounters* out, const char* what);
   uint64_t ColumnEntries(uint32_t column) const;
@@ -122,7 +135,17 @@ class EgraphImage {
     CUfunction signatures = nullptr, clear_table = nullptr, refresh = nullptr, insert = nullptr;
     CUfunction round_end = nullptr, pass_group = nullptr, pass_emit = nullptr;
     CUfunction pack_rows = nullptr;
+    CUfunction bucket_count = nullptr, bucket_prefix = nullptr, bucket_scan = nullptr;
+    CUfunction bucket_scatter = nullptr, bucket_pass = nullptr;
   } kernels_;
+  // The bucketed pass's shape for this image's rows (see congruence.cu);
+  // not `usable` when its shared memory would not fit the device.
+  struct BucketPlan {
+    bool usable = false;
+    uint32_t buckets = 1, shift = 32, slots = 0, count_blocks = 1, sweep_buckets = 1;
+    uint32_t count_shared = 0, pass_shared = 0;
+  } bucket_plan_;
+  CUdeviceptr pass_forms_ = 0;  // in the table's span
   uint32_t max_blocks_ = 1;
 
   std::mutex mu_;  // serialises calls on the image

@@ -495,6 +495,36 @@ TEST_F(EgraphGpuTest, RowsDifferingInOneChildNeverMerge) {
   }
 }
 
+// The pass with open congruences under the colliding hash: n pairs of
+// leaves with one op each merge in the first round, which opens n pairs of
+// rows over them, all of one op and arity and so of one weak hash (a GPU
+// image's pass hashes as its last rebuild did). With few
+// such forms the bucketed pass confirms each candidate; with thousands, its
+// probe limit sends the pass to the table pass. Both must find the n pairs.
+TEST_F(EgraphGpuTest, PassUnderCollidingHashMatchesCpu) {
+  for (const uint32_t n : {200u, 6000u}) {
+    SCOPED_TRACE("forms of one hash: " + std::to_string(n));
+    EgraphColumns g;
+    for (uint32_t i = 0; i < 2 * n; ++i) AddRow(&g, i, 1000000 + i / 2, {});
+    for (uint32_t i = 0; i < 2 * n; ++i) AddRow(&g, 2 * n + i, 7, {i});
+    Twin twin(g, context());
+    ASSERT_TRUE(twin.ok());
+    RebuildSpec spec;
+    spec.flags = VYRE_EGRAPH_REBUILD_COLLIDING_HASH;
+    spec.max_rounds = 1;
+    RebuildOutcome out;
+    ASSERT_TRUE(twin.RebuildBoth(spec, &out));
+    EXPECT_EQ(out.result.merges, n) << Describe(out.result);
+    uint64_t pairs = 0;
+    EXPECT_TRUE(twin.PassBoth(&pairs));
+    EXPECT_EQ(pairs, n);
+    ASSERT_TRUE(twin.RebuildBoth({}, &out));
+    EXPECT_EQ(out.result.merges, n) << Describe(out.result);
+    EXPECT_TRUE(twin.PassBoth(&pairs));
+    EXPECT_EQ(pairs, 0u);
+  }
+}
+
 // Two towers over leaves A and B, joined at the bottom: one round per level,
 // far past the first batches of rounds; max_rounds stops early and the next
 // rebuild goes on from there.

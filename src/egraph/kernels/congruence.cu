@@ -174,6 +174,17 @@ __device__ __forceinline__ bool SameForm(const u32* canon, const RowRecord& x,
   return true;
 }
 
+// A row's canonical form for the bucketed pass, in one 16-byte load: x =
+// op, w = the root of its class, and y, z its two canonical children, where
+// kEmpty stands for a child it does not have (no class id is kEmpty). A row
+// of more children has y = kEmpty and z = its arity (never kEmpty), which no
+// row of two or fewer has: equal forms of such rows still need their
+// children compared (SameForm).
+__device__ __forceinline__ uint4 PackForm(u32 op, u32 len, const u32* kids, u32 class_root) {
+  if (len > 2) return make_uint4(op, kEmpty, len, class_root);
+  return make_uint4(op, len > 0 ? kids[0] : kEmpty, len > 1 ? kids[1] : kEmpty, class_root);
+}
+
 // The table the rows of one round are grouped in: its slots, the table
 // round (see kLastTableRound) and the round each row's form last changed in.
 struct GroupTable {
@@ -373,6 +384,10 @@ extern "C" __global__ void __launch_bounds__(kBlockThreads) vyre_eg_refresh(Vyre
       }
       if (dirty) {
         hash[r] = HashRow(ops[r], len, c, weak);
+        if (full && a.forms != 0) {
+          Ptr<uint4>(a.forms)[r] =
+              PackForm(ops[r], len, c, Root(parent, Ptr<const u32>(a.row_classes)[r]));
+        }
         // The row's entries from before this round are stale from now on
         // (a full round starts a new table: round 0).
         changed_in[r] = static_cast<unsigned char>(table_round);
@@ -548,6 +563,59 @@ extern "C" __global__ void vyre_eg_pass_group(VyreEgArgs a) {
   });
 }
 
+// Adds (m, c) to the pass's pair set; true when it was not there yet.
+__device__ __forceinline__ bool InsertPair(const VyreEgArgs& a, u32 m, u32 c) {
+  u64* set = Ptr<u64>(a.pair_set);
+  const u32 mask = a.pair_set_mask;
+  const u64 key = (static_cast<u64>(m) << 32) | c;
+  u32 slot = Finish(Mix(m, c)) & mask;
+  for (u32 probe = 0; probe <= mask; ++probe, slot = (slot + 1u) & mask) {
+    const u64 seen = atomicCAS(set + slot, kEmptyPair, key);
+    if (seen == key) return false;
+    if (seen == kEmptyPair) return true;
+  }
+  atomicExch(&Counters(a)->overflow, 1u);
+  return false;
+}
+
+// One step of a block's pair output: every thread of the block calls it
+// (block-uniform loops only), and the new pairs of the step take one
+// atomicAdd on the pair counter. With one per warp, the atomics on that one
+// address queued behind each other and set the pace (1.6 ms for 16 M rows on
+// an H100). A step without new pairs costs one barrier.
+__device__ __forceinline__ void AppendPairs(const VyreEgArgs& a, bool is_new, u32 m, u32 c) {
+  if (!__syncthreads_or(is_new)) return;
+  __shared__ u32 warp_offset[32];
+  __shared__ u64 block_first;
+  const u32 lane = threadIdx.x & 31u;
+  const u32 warp = threadIdx.x >> 5;
+  const u32 warps = (blockDim.x + 31u) >> 5;
+  const u32 ballot = __ballot_sync(0xFFFFFFFFu, is_new);
+  if (lane == 0) warp_offset[warp] = __popc(ballot);
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    u32 total = 0;
+    for (u32 w = 0; w < warps; ++w) {
+      const u32 n = warp_offset[w];
+      warp_offset[w] = total;
+      total += n;
+    }
+    block_first = total != 0 ? atomicAdd(&Counters(a)->pair_count, u64{total}) : 0;
+  }
+  __syncthreads();
+  if (is_new) {
+    // Counted even past the output's capacity, so the host can grow it.
+    const u64 index = block_first + warp_offset[warp] + __popc(ballot & ((1u << lane) - 1u));
+    if (index < a.pair_capacity) {
+      u32* out = Ptr<u32>(a.pairs_out);
+      out[2 * index] = m;
+      out[2 * index + 1] = c;
+    }
+  }
+  // warp_offset and block_first are rewritten by the next step.
+  __syncthreads();
+}
+
 // Pass: every row whose class is not its group's minimum contributes the
 // pair (minimum, class), once.
 extern "C" __global__ void __launch_bounds__(kBlockThreads) vyre_eg_pass_emit(VyreEgArgs a) {
@@ -555,16 +623,6 @@ extern "C" __global__ void __launch_bounds__(kBlockThreads) vyre_eg_pass_emit(Vy
   const u32* parent = Ptr<const u32>(a.parent);
   const u32* rep = Ptr<const u32>(a.rep_slot);
   const u32* group_min = Ptr<const u32>(a.group_min);
-  u64* set = Ptr<u64>(a.pair_set);
-  u32* out = Ptr<u32>(a.pairs_out);
-  const u32 mask = a.pair_set_mask;
-  const u32 lane = threadIdx.x & 31u;
-  const u32 warp = threadIdx.x >> 5;
-  // The new pairs of a block's step take one atomicAdd on the pair counter:
-  // with one per warp, the atomics on that one address queued behind each
-  // other and set the kernel's pace (1.6 ms for 16 M rows on an H100).
-  __shared__ u32 warp_offset[kBlockWarps];
-  __shared__ u64 block_first;
   // Whole blocks step together (base is block-uniform), for the barriers.
   for (u32 base = blockIdx.x * kBlockThreads; base < a.rows; base += GridStride()) {
     const u32 r = base + threadIdx.x;
@@ -573,43 +631,272 @@ extern "C" __global__ void __launch_bounds__(kBlockThreads) vyre_eg_pass_emit(Vy
     if (r < a.rows && rep[r] != kEmpty) {
       c = Root(parent, classes[r]);
       m = group_min[rep[r]];
-      if (c != m) {
-        const u64 key = (static_cast<u64>(m) << 32) | c;
-        u32 slot = Finish(Mix(m, c)) & mask;
-        bool settled = false;
-        for (u32 probe = 0; probe <= mask && !settled; ++probe, slot = (slot + 1u) & mask) {
-          const u64 seen = atomicCAS(set + slot, kEmptyPair, key);
-          if (seen == key) settled = true;
-          if (seen == kEmptyPair) {
-            is_new = true;
-            settled = true;
-          }
+      if (c != m) is_new = InsertPair(a, m, c);
+    }
+    AppendPairs(a, is_new, m, c);
+  }
+}
+
+// --- The bucketed pass ---------------------------------------------------
+//
+// The pass above sends every row to a random slot of a table four times the
+// rows' size: one DRAM read and write-back per row (Nsight Compute: 163
+// bytes of DRAM traffic per row, 1.7 ms for 16 M rows on an H100). Here the
+// rows are first partitioned by the top bits of their hash into buckets of
+// a few thousand rows (a counting sort: per-block counts, a prefix over the
+// blocks, a scan over the buckets, a scatter), and then one block groups a
+// bucket's rows in a table in shared memory. All rows of one form have one
+// hash, so they meet in one bucket, and a group never spans blocks. A hash
+// match is confirmed on the rows' packed forms (PackForm, written by the
+// pass's refresh in row order): two 16-byte loads where comparing records,
+// children and class roots took six scattered ones.
+//
+// A probe longer than kBucketProbeLimit sets `overflow`, and the host runs
+// the pass above instead. At most half full, a bucket's table never sees
+// such a probe unless many distinct forms share one hash (the colliding
+// hash of the tests); then one block would otherwise walk a chain of
+// thousands of entries for every row.
+
+__device__ __forceinline__ u32 BucketOf(const VyreEgArgs& a, u32 hash) {
+  return static_cast<u32>(static_cast<u64>(hash) >> a.bucket_shift);
+}
+
+// The rows [first, end) of the counting block `blockIdx.x`.
+__device__ __forceinline__ void CountingPart(const VyreEgArgs& a, u32* first, u32* end) {
+  const u32 part = (a.rows + gridDim.x - 1u) / gridDim.x;
+  *first = min(a.rows, blockIdx.x * part);
+  *end = min(a.rows, *first + part);
+}
+
+// Per counting block: how many of its rows fall in each bucket.
+extern "C" __global__ void vyre_eg_bucket_count(VyreEgArgs a) {
+  extern __shared__ u32 bucket_rows[];
+  for (u32 b = threadIdx.x; b < a.buckets; b += blockDim.x) bucket_rows[b] = 0;
+  __syncthreads();
+  const u32* hash = Ptr<const u32>(a.hash);
+  u32 first = 0, end = 0;
+  CountingPart(a, &first, &end);
+  for (u32 r = first + threadIdx.x; r < end; r += blockDim.x) {
+    atomicAdd(&bucket_rows[BucketOf(a, hash[r])], 1u);
+  }
+  __syncthreads();
+  u32* counts = Ptr<u32>(a.bucket_counts) + static_cast<u64>(blockIdx.x) * a.buckets;
+  for (u32 b = threadIdx.x; b < a.buckets; b += blockDim.x) counts[b] = bucket_rows[b];
+}
+
+// Per bucket: each counting block's count becomes the rows of that bucket in
+// the blocks before it; the bucket's total goes to bucket_starts. A block
+// takes 32 buckets (one coalesced row of counts per block) and splits the
+// counting blocks among its 8 warps, which sum their share, add up the
+// shares before theirs and then write their offsets.
+constexpr u32 kPrefixWarps = 8;
+extern "C" __global__ void vyre_eg_bucket_prefix(VyreEgArgs a) {
+  __shared__ u32 share[kPrefixWarps][32];
+  const u32 lane = threadIdx.x & 31u;
+  const u32 warp = threadIdx.x >> 5;
+  const u32 b = blockIdx.x * 32u + lane;
+  const u32 per = (a.count_blocks + kPrefixWarps - 1u) / kPrefixWarps;
+  const u32 first = min(a.count_blocks, warp * per);
+  const u32 end = min(a.count_blocks, first + per);
+  u32* counts = Ptr<u32>(a.bucket_counts);
+  u32 sum = 0;
+  if (b < a.buckets) {
+    for (u32 block = first; block < end; ++block) sum += counts[static_cast<u64>(block) * a.buckets + b];
+  }
+  share[warp][lane] = sum;
+  __syncthreads();
+  u32 running = 0, total = 0;
+  for (u32 w = 0; w < kPrefixWarps; ++w) {
+    if (w < warp) running += share[w][lane];
+    total += share[w][lane];
+  }
+  if (b >= a.buckets) return;
+  for (u32 block = first; block < end; ++block) {
+    const u64 at = static_cast<u64>(block) * a.buckets + b;
+    const u32 n = counts[at];
+    counts[at] = running;
+    running += n;
+  }
+  if (warp == 0) Ptr<u32>(a.bucket_starts)[b] = total;
+}
+
+// One block: bucket_starts (the totals) becomes each bucket's first place in
+// the list, and bucket_starts[buckets] the row count.
+extern "C" __global__ void vyre_eg_bucket_scan(VyreEgArgs a) {
+  __shared__ u32 warp_sums[32];
+  u32* starts = Ptr<u32>(a.bucket_starts);
+  const u32 per = (a.buckets + blockDim.x - 1u) / blockDim.x;
+  const u32 first = min(a.buckets, threadIdx.x * per);
+  const u32 end = min(a.buckets, first + per);
+  u32 sum = 0;
+  for (u32 b = first; b < end; ++b) sum += starts[b];
+  // Exclusive scan of the threads' sums: within each warp, then over warps.
+  const u32 lane = threadIdx.x & 31u;
+  u32 inclusive = sum;
+  for (int offset = 1; offset < 32; offset <<= 1) {
+    const u32 before = __shfl_up_sync(0xFFFFFFFFu, inclusive, offset);
+    if (lane >= static_cast<u32>(offset)) inclusive += before;
+  }
+  if (lane == 31) warp_sums[threadIdx.x >> 5] = inclusive;
+  __syncthreads();
+  if (threadIdx.x < 32) {
+    const u32 warps = (blockDim.x + 31u) >> 5;
+    u32 w = threadIdx.x < warps ? warp_sums[threadIdx.x] : 0u;
+    for (int offset = 1; offset < 32; offset <<= 1) {
+      const u32 before = __shfl_up_sync(0xFFFFFFFFu, w, offset);
+      if (lane >= static_cast<u32>(offset)) w += before;
+    }
+    warp_sums[threadIdx.x] = w;  // inclusive over warps
+  }
+  __syncthreads();
+  const u32 warp = threadIdx.x >> 5;
+  u32 running = (warp > 0 ? warp_sums[warp - 1] : 0u) + inclusive - sum;
+  for (u32 b = first; b < end; ++b) {
+    const u32 n = starts[b];
+    starts[b] = running;
+    running += n;
+  }
+  if (threadIdx.x == 0) starts[a.buckets] = a.rows;
+}
+
+// Per counting block (the same parts as vyre_eg_bucket_count): each row of
+// a bucket in [sweep_first, sweep_end) puts its (hash, row) at the next free
+// place of its bucket's run for this block. A run gets a new entry only
+// every few thousand rows of the block, so its partly written sector must
+// wait in L2 for the rest: with every bucket in one launch the open sectors
+// (blocks x buckets) outgrew L2 and went to DRAM half written, to be read
+// back and merged (0.75 ms and 3x the list's bytes for 16 M rows). The host
+// sweeps the buckets in ranges that keep them in L2; each sweep reads the
+// hashes again, which costs far less.
+extern "C" __global__ void vyre_eg_bucket_scatter(VyreEgArgs a) {
+  extern __shared__ u32 next_place[];
+  const u32* starts = Ptr<const u32>(a.bucket_starts);
+  const u32* before = Ptr<const u32>(a.bucket_counts) + static_cast<u64>(blockIdx.x) * a.buckets;
+  for (u32 b = a.sweep_first + threadIdx.x; b < a.sweep_end; b += blockDim.x) {
+    next_place[b] = starts[b] + before[b];
+  }
+  __syncthreads();
+  const u32* hash = Ptr<const u32>(a.hash);
+  u64* list = Ptr<u64>(a.bucket_list);
+  u32 first = 0, end = 0;
+  CountingPart(a, &first, &end);
+  // Four rows a step, their hashes loaded together: one load's latency per
+  // step instead of one per row.
+  constexpr u32 kRowsPerStep = 4;
+  for (u32 r0 = first + threadIdx.x; r0 < end; r0 += kRowsPerStep * blockDim.x) {
+    u32 h[kRowsPerStep];
+#pragma unroll
+    for (u32 k = 0; k < kRowsPerStep; ++k) {
+      const u32 r = r0 + k * blockDim.x;
+      h[k] = r < end ? hash[r] : 0u;
+    }
+#pragma unroll
+    for (u32 k = 0; k < kRowsPerStep; ++k) {
+      const u32 r = r0 + k * blockDim.x;
+      const u32 b = BucketOf(a, h[k]);
+      if (r >= end || b < a.sweep_first || b >= a.sweep_end) continue;
+      const u32 place = atomicAdd(&next_place[b], 1u);
+      list[place] = (static_cast<u64>(h[k]) << 32) | r;
+    }
+  }
+}
+
+// What a bucket's first phase leaves in each list place for the second
+// (places are below 2^30): a leader (the row placed in the table) has
+// kLeaderRole in the high word and its row in the low; a row that joined a
+// group has kJoinedRole | the leader's place in the high word and the root
+// of its class in the low; 0 means the probe ran past its limit.
+constexpr u32 kLeaderRole = 0x40000000u;
+constexpr u32 kJoinedRole = 0x80000000u;
+constexpr u32 kBucketProbeLimit = 256;
+
+// One block per bucket: group the bucket's rows in shared memory, then emit
+// (minimum, class) for every member of a group of two or more whose class is
+// not the group's minimum. A group's minimum class and its leader's class
+// sit at the leader's place in group_min and rep_slot: inside the bucket's
+// run, so in L2 while the block works. A row with no duplicate costs a read
+// and a write of its list entry and a shared-memory probe.
+extern "C" __global__ void vyre_eg_bucket_pass(VyreEgArgs a) {
+  extern __shared__ u64 slots[];
+  const u32 table_slots = a.bucket_slots;
+  const u32* starts = Ptr<const u32>(a.bucket_starts);
+  const u32 first = starts[blockIdx.x];
+  const u32 end = starts[blockIdx.x + 1];
+  u32* group_min = Ptr<u32>(a.group_min);
+  u32* leader_class = Ptr<u32>(a.rep_slot);
+  for (u32 i = threadIdx.x; i < table_slots; i += blockDim.x) slots[i] = kEmptyEntry;
+  for (u32 place = first + threadIdx.x; place < end; place += blockDim.x) group_min[place] = kEmpty;
+  __syncthreads();
+  u64* list = Ptr<u64>(a.bucket_list);
+  const uint4* forms = Ptr<const uint4>(a.forms);
+  const RowRecord* records = Ptr<const RowRecord>(a.records);
+  const u32* canon = Ptr<const u32>(a.canon);
+  const u32 mask = table_slots - 1u;
+  const u32 probe_limit = min(table_slots, kBucketProbeLimit);
+  // Each thread loads its next entry before working on this one, so the
+  // list's DRAM latency overlaps the probe and the form loads.
+  u64 next = first + threadIdx.x < end ? list[first + threadIdx.x] : 0;
+  for (u32 place = first + threadIdx.x; place < end; place += blockDim.x) {
+    const u64 mine = next;
+    if (place + blockDim.x < end) next = list[place + blockDim.x];
+    const u32 h = static_cast<u32>(mine >> 32);
+    const u32 row = static_cast<u32>(mine);
+    u64 result = 0;
+    bool have_form = false;
+    uint4 my_form;
+    u32 slot = h & mask;
+    for (u32 probe = 0; probe < probe_limit; ++probe, slot = (slot + 1u) & mask) {
+      u64 e = slots[slot];
+      if (e == kEmptyEntry) {
+        e = atomicCAS(slots + slot, kEmptyEntry, (static_cast<u64>(h) << 32) | place);
+        if (e == kEmptyEntry) {
+          result = (static_cast<u64>(kLeaderRole) << 32) | row;
+          break;
         }
-        if (!settled) atomicExch(&Counters(a)->overflow, 1u);
       }
-    }
-    const u32 ballot = __ballot_sync(0xFFFFFFFFu, is_new);
-    if (lane == 0) warp_offset[warp] = __popc(ballot);
-    __syncthreads();
-    if (threadIdx.x == 0) {
-      u32 total = 0;
-      for (u32 w = 0; w < kBlockWarps; ++w) {
-        const u32 n = warp_offset[w];
-        warp_offset[w] = total;
-        total += n;
+      if (static_cast<u32>(e >> 32) != h) continue;
+      const u32 leader = static_cast<u32>(e);
+      // The low word of a leader's entry is its row, before and after it
+      // wrote its role.
+      const u32 other = static_cast<u32>(LoadVolatile(list + leader));
+      if (!have_form) {
+        my_form = forms[row];
+        have_form = true;
       }
-      block_first = total != 0 ? atomicAdd(&Counters(a)->pair_count, u64{total}) : 0;
-    }
-    __syncthreads();
-    if (is_new) {
-      // Counted even past the output's capacity, so the host can grow it.
-      const u64 index = block_first + warp_offset[warp] + __popc(ballot & ((1u << lane) - 1u));
-      if (index < a.pair_capacity) {
-        out[2 * index] = m;
-        out[2 * index + 1] = c;
+      const uint4 other_form = forms[other];
+      if (my_form.x != other_form.x || my_form.y != other_form.y || my_form.z != other_form.z) {
+        continue;
       }
+      if (my_form.y == kEmpty && my_form.z != kEmpty &&
+          !SameForm(canon, records[row], records[other])) {
+        continue;  // more than two children: compare them all
+      }
+      leader_class[leader] = other_form.w;  // every joiner writes the same
+      atomicMin(group_min + leader, min(my_form.w, other_form.w));
+      result = (static_cast<u64>(kJoinedRole | leader) << 32) | my_form.w;
+      break;
     }
-    // warp_offset and block_first are rewritten by the next step.
-    __syncthreads();
+    if (result == 0) atomicExch(&Counters(a)->overflow, 1u);
+    list[place] = result;
+  }
+  __syncthreads();
+  // Block-uniform steps, for AppendPairs' barriers.
+  for (u32 base = first; base < end; base += blockDim.x) {
+    const u32 place = base + threadIdx.x;
+    bool is_new = false;
+    u32 m = kEmpty, c = 0;
+    if (place < end) {
+      const u64 e = list[place];
+      const u32 role = static_cast<u32>(e >> 32);
+      if (role == kLeaderRole) {
+        m = group_min[place];
+        if (m != kEmpty) c = leader_class[place];
+      } else if (role & kJoinedRole) {
+        m = group_min[role & ~kJoinedRole];
+        c = static_cast<u32>(e);
+      }
+      if (m != kEmpty && c != m) is_new = InsertPair(a, m, c);
+    }
+    AppendPairs(a, is_new, m, c);
   }
 }

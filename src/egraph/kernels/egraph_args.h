@@ -51,8 +51,23 @@ struct VyreEgArgs {
   // Two bitsets of hooked_words u32 each: bit x of set (round & 1) says root
   // x was linked under another root during that round.
   vyre_eg_u64 hooked;
+  // Bucketed pass (see congruence.cu): per counting block and bucket, the
+  // bucket's rows in that block's part (count_blocks x buckets u32), then
+  // each block's first place in the list; each bucket's first place in the
+  // list (buckets + 1 u32); the list (rows u64: hash, row).
+  vyre_eg_u64 bucket_counts, bucket_starts, bucket_list;
+  // Pass: each row's canonical form in 16 bytes (op, first two canonical
+  // children, class root; see congruence.cu), written by a full refresh
+  // when not 0.
+  vyre_eg_u64 forms;
   vyre_eg_u32 rows, classes, table_mask, union_count;
   vyre_eg_u32 pair_set_mask, pair_capacity, weak_hash, hooked_words;
+  // Buckets (a power of two) and the shift that takes a hash to its bucket
+  // (32 - log2 buckets, so 32 for one bucket); slots of a bucket's
+  // shared-memory table (a power of two); blocks of the counting kernels.
+  vyre_eg_u32 buckets, bucket_shift, bucket_slots, count_blocks;
+  // The buckets [sweep_first, sweep_end) one scatter launch places.
+  vyre_eg_u32 sweep_first, sweep_end;
 };
 
 #endif  // VYRE_EGRAPH_KERNELS_EGRAPH_ARGS_H_
