@@ -30,10 +30,13 @@ constexpr uint64_t kFirstPairCapacity = uint64_t{1} << 16;
 constexpr uint64_t kRowsPerBucket = 4096;
 constexpr uint64_t kMaxBuckets = 16384;
 constexpr uint64_t kMinBucketSlots = 8192;
-constexpr uint32_t kCountThreads = 1024;
+constexpr uint32_t kCountThreads = 1024;  // congruence.cu's kPartScatterThreads
 constexpr uint64_t kRowsPerCountBlock = 8192;
 constexpr uint32_t kBucketPassThreads = 512;
-constexpr uint64_t kSweepRuns = uint64_t{1} << 17;
+// A partition level has at most this many bins per segment (congruence.cu's
+// kMaxPartBins is 256; 128 keeps every block's open runs few).
+constexpr uint32_t kMaxLevelBits = 7;
+constexpr uint32_t kPartPrefixThreads = 256;
 // Bytes of shared memory a bucket table slot takes: (hash, list place).
 constexpr uint64_t kBucketSlotBytes = 8;
 
@@ -199,11 +202,12 @@ absl::Status EgraphImage::LoadKernels(const char* what) {
       {&kernels_.insert, "vyre_eg_insert"},             {&kernels_.round_end, "vyre_eg_round_end"},
       {&kernels_.pass_group, "vyre_eg_pass_group"},     {&kernels_.pass_emit, "vyre_eg_pass_emit"},
       {&kernels_.pack_rows, "vyre_eg_pack_rows"},
-      {&kernels_.bucket_count, "vyre_eg_bucket_count"},
-      {&kernels_.bucket_prefix, "vyre_eg_bucket_prefix"},
-      {&kernels_.bucket_scan, "vyre_eg_bucket_scan"},
-      {&kernels_.bucket_scatter, "vyre_eg_bucket_scatter"},
-      {&kernels_.bucket_pass, "vyre_eg_bucket_pass"},
+      {&kernels_.part_count, "vyre_eg_part_count"},
+      {&kernels_.part_prefix, "vyre_eg_part_prefix"},
+      {&kernels_.part_scatter, "vyre_eg_part_scatter"},
+      {&kernels_.bucket_group, "vyre_eg_bucket_group"},
+      {&kernels_.pair_set_clear, "vyre_eg_pair_set_clear"},
+      {&kernels_.bucket_emit, "vyre_eg_bucket_emit"},
   };
   for (const auto& e : entries) {
     VYRE_CU(what, cuModuleGetFunction, e.slot, module_->get(), e.name);
@@ -219,44 +223,49 @@ absl::Status EgraphImage::PlanBuckets(const char* what) {
   Context& ctx = *context_;
   BucketPlan plan;
   const uint64_t rows = std::max<uint64_t>(rows_, 1);
+  const uint64_t sms = std::max<uint32_t>(ctx.device().multiprocessor_count, 1);
   const uint64_t buckets =
       std::min(*NextPowerOfTwo((rows + kRowsPerBucket - 1) / kRowsPerBucket), kMaxBuckets);
   const uint64_t per_bucket = (rows + buckets - 1) / buckets;
   const uint64_t slots = std::max(*NextPowerOfTwo(per_bucket * 2), kMinBucketSlots);
+  uint32_t bits = 0;
+  while ((uint64_t{1} << bits) < buckets) ++bits;
   plan.buckets = static_cast<uint32_t>(buckets);
-  uint32_t bucket_bits = 0;
-  while ((uint64_t{1} << bucket_bits) < buckets) ++bucket_bits;
-  plan.shift = 32 - bucket_bits;
   plan.slots = static_cast<uint32_t>(std::min<uint64_t>(slots, uint64_t{1} << 28));
-  plan.count_blocks = static_cast<uint32_t>(std::clamp<uint64_t>(
-      (rows + kRowsPerCountBlock - 1) / kRowsPerCountBlock, 1,
-      std::max<uint64_t>(ctx.device().multiprocessor_count, 1)));
-  plan.count_shared = static_cast<uint32_t>(buckets * 4);
-  // Open runs per scatter launch (count blocks x buckets of the sweep): at
-  // most kSweepRuns, each a partly written 128-byte L2 line (16 MB in all).
-  plan.sweep_buckets = static_cast<uint32_t>(
-      std::clamp<uint64_t>(kSweepRuns / plan.count_blocks, 1, buckets));
+  plan.levels = bits <= kMaxLevelBits ? 1 : 2;
+  const uint32_t bits2 = plan.levels == 1 ? 0 : bits / 2;
+  const uint32_t bits1 = bits - bits2;
+  plan.bins1 = uint32_t{1} << bits1;
+  plan.shift1 = 32 - bits1;  // unused with one bin
+  plan.bins2 = uint32_t{1} << bits2;
+  plan.shift2 = 32 - bits1 - bits2;
+  plan.blocks1 = static_cast<uint32_t>(
+      std::clamp<uint64_t>((rows + kRowsPerCountBlock - 1) / kRowsPerCountBlock, 1, sms));
+  plan.blocks2 = static_cast<uint32_t>(std::max<uint64_t>((2 * sms + plan.bins1 - 1) / plan.bins1, 1));
   const uint64_t pass_shared = slots * kBucketSlotBytes;
-  // Each kernel's own static shared memory comes out of the same budget.
-  struct {
-    CUfunction kernel;
-    uint64_t dynamic;
-  } uses[] = {{kernels_.bucket_count, plan.count_shared},
-              {kernels_.bucket_scatter, plan.count_shared},
-              {kernels_.bucket_pass, pass_shared}};
-  plan.usable = slots <= (uint64_t{1} << 28);
-  for (const auto& u : uses) {
-    int fixed = 0;
-    VYRE_CU(what, cuFuncGetAttribute, &fixed, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, u.kernel);
-    const uint64_t limit = ctx.device().max_shared_memory_per_block;
-    if (u.dynamic + static_cast<uint64_t>(fixed) > limit) {
-      plan.usable = false;
-      continue;
-    }
-    VYRE_CU(what, cuFuncSetAttribute, u.kernel, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+  int fixed = 0;
+  VYRE_CU(what, cuFuncGetAttribute, &fixed, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES,
+          kernels_.bucket_group);
+  const uint64_t limit = ctx.device().max_shared_memory_per_block;
+  plan.usable = slots <= (uint64_t{1} << 28) && pass_shared + static_cast<uint64_t>(fixed) <= limit;
+  int emit_fixed = 0;
+  VYRE_CU(what, cuFuncGetAttribute, &emit_fixed, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES,
+          kernels_.bucket_emit);
+  if (plan.usable) {
+    // Each kernel's own static shared memory comes out of the same budget.
+    VYRE_CU(what, cuFuncSetAttribute, kernels_.bucket_group,
+            CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
             static_cast<int>(limit - static_cast<uint64_t>(fixed)));
+    plan.pass_shared = static_cast<uint32_t>(pass_shared);
+    // Room for the pairs of a bucket twice the expected size: a larger
+    // (skewed) bucket writes its pairs over its list entries instead.
+    const uint64_t room = (limit - std::min<uint64_t>(limit, emit_fixed)) / 8;
+    plan.stage = static_cast<uint32_t>(std::min<uint64_t>(per_bucket * 2, room));
+    plan.emit_shared = plan.stage * 8;
+    VYRE_CU(what, cuFuncSetAttribute, kernels_.bucket_emit,
+            CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+            static_cast<int>(limit - static_cast<uint64_t>(emit_fixed)));
   }
-  if (plan.usable) plan.pass_shared = static_cast<uint32_t>(pass_shared);
   bucket_plan_ = plan;
   return absl::OkStatus();
 }
@@ -303,10 +312,8 @@ absl::Status EgraphImage::CreateOnDevice(const vyre_egraph_image_desc& desc, con
   // rebuild's refresh does not write them; the pass sets it (PassArgs).
   args_.bucket_list = args_.table;
   pass_forms_ = args_.table + (rows_ * 8 + kSpanAlignment - 1) / kSpanAlignment * kSpanAlignment;
-  args_.buckets = bucket_plan_.buckets;
-  args_.bucket_shift = bucket_plan_.shift;
   args_.bucket_slots = bucket_plan_.slots;
-  args_.count_blocks = bucket_plan_.count_blocks;
+  args_.bucket_stage = bucket_plan_.stage;
 
   CUstream stream = ctx.stream();
   struct {
@@ -593,12 +600,17 @@ absl::Status EgraphImage::EnsurePassScratch(uint64_t pairs, const char* what) {
   // A pass finds at most one pair per row: a set of twice that many slots
   // never fills, whatever the output's capacity.
   const uint64_t set_slots = *NextPowerOfTwo(std::max<uint64_t>(rows_, 1) * 2);
-  const uint64_t count_bytes = uint64_t{bucket_plan_.count_blocks} * bucket_plan_.buckets * 4;
-  uint64_t cursor = 0, rep = 0, group_min = 0, set = 0, out = 0, counts = 0, starts = 0;
+  const BucketPlan& plan = bucket_plan_;
+  const uint64_t count_bytes =
+      std::max<uint64_t>(uint64_t{plan.blocks1} * plan.bins1,
+                         uint64_t{plan.bins1} * plan.blocks2 * plan.bins2) * 4;
+  uint64_t cursor = 0, rep = 0, group_min = 0, set = 0, out = 0, counts = 0, segments = 0;
+  uint64_t starts = 0;
   const bool ok = Place(&cursor, rows_ * 4, &rep) && Place(&cursor, rows_ * 4, &group_min) &&
                   Place(&cursor, set_slots * 8, &set) && Place(&cursor, capacity * 8, &out) &&
                   Place(&cursor, count_bytes, &counts) &&
-                  Place(&cursor, (uint64_t{bucket_plan_.buckets} + 1) * 4, &starts);
+                  Place(&cursor, (uint64_t{plan.bins1} + 1) * 4, &segments) &&
+                  Place(&cursor, (uint64_t{plan.buckets} + 1) * 4, &starts);
   if (!ok) return LayoutOverflow(what);
   pass_scratch_.reset();
   VYRE_ASSIGN_OR_RETURN(pass_scratch_, OwnedBytes::Allocate(OwnedBytes::Kind::kDevice, ctx.cu(),
@@ -609,7 +621,8 @@ absl::Status EgraphImage::EnsurePassScratch(uint64_t pairs, const char* what) {
   args_.group_min = base + group_min;
   args_.pair_set = base + set;
   args_.pairs_out = base + out;
-  args_.bucket_counts = base + counts;
+  part_counts_ = base + counts;
+  part_segments_ = base + segments;
   args_.bucket_starts = base + starts;
   args_.pair_set_mask = static_cast<uint32_t>(set_slots - 1);
   args_.pair_capacity = static_cast<uint32_t>(capacity);
@@ -619,21 +632,45 @@ absl::Status EgraphImage::EnsurePassScratch(uint64_t pairs, const char* what) {
 absl::Status EgraphImage::EnqueuePassGroups(bool bucketed, const char* what) {
   Context& ctx = *context_;
   CUstream stream = ctx.stream();
+  VYRE_CU(what, cuMemsetD8Async, args_.counters + offsetof(VyreEgCounters, overflow), 0,
+          sizeof(VyreEgCounters::overflow), stream);
+  VYRE_CU(what, cuMemsetD8Async, args_.counters + offsetof(VyreEgCounters, candidates), 0,
+          sizeof(VyreEgCounters::candidates), stream);
+  ctx.telemetry().memset_operations.Add(2);
   if (bucketed) {
     const BucketPlan& p = bucket_plan_;
-    VYRE_RETURN_IF_ERROR(
-        LaunchShaped(kernels_.bucket_count, p.count_blocks, kCountThreads, p.count_shared, what));
-    VYRE_RETURN_IF_ERROR(
-        LaunchShaped(kernels_.bucket_prefix, (p.buckets + 31) / 32, 256, 0, what));
-    VYRE_RETURN_IF_ERROR(LaunchShaped(kernels_.bucket_scan, 1, 1024, 0, what));
-    for (uint32_t first = 0; first < p.buckets; first += p.sweep_buckets) {
-      VyreEgArgs sweep = PassArgs();
-      sweep.sweep_first = first;
-      sweep.sweep_end = std::min(p.buckets, first + p.sweep_buckets);
-      VYRE_RETURN_IF_ERROR(LaunchShaped(kernels_.bucket_scatter, p.count_blocks, kCountThreads,
-                                        p.count_shared, what, &sweep));
+    // Level 1 reads the hash column; with two levels it writes into the
+    // pair set's span, which the pass clears only after the partition.
+    VyreEgArgs level = PassArgs();
+    level.part_in = 0;
+    level.part_out = p.levels == 1 ? args_.bucket_list : args_.pair_set;
+    level.part_counts = part_counts_;
+    level.part_starts = p.levels == 1 ? args_.bucket_starts : part_segments_;
+    level.seg_starts = 0;
+    level.part_segments = 1;
+    level.part_blocks = p.blocks1;
+    level.part_bins = p.bins1;
+    level.part_shift = p.shift1;
+    for (uint32_t l = 0; l < p.levels; ++l) {
+      if (l == 1) {
+        level.part_in = args_.pair_set;
+        level.part_out = args_.bucket_list;
+        level.part_starts = args_.bucket_starts;
+        level.seg_starts = part_segments_;
+        level.part_segments = p.bins1;
+        level.part_blocks = p.blocks2;
+        level.part_bins = p.bins2;
+        level.part_shift = p.shift2;
+      }
+      const uint32_t blocks = level.part_segments * level.part_blocks;
+      VYRE_RETURN_IF_ERROR(
+          LaunchShaped(kernels_.part_count, blocks, kCountThreads, 0, what, &level));
+      VYRE_RETURN_IF_ERROR(LaunchShaped(kernels_.part_prefix, level.part_segments,
+                                        kPartPrefixThreads, 0, what, &level));
+      VYRE_RETURN_IF_ERROR(
+          LaunchShaped(kernels_.part_scatter, blocks, kCountThreads, 0, what, &level));
     }
-    return absl::OkStatus();
+    return LaunchShaped(kernels_.bucket_group, p.buckets, kBucketPassThreads, p.pass_shared, what);
   }
   VYRE_CU(what, cuMemsetD32Async, args_.table, 0xFFFFFFFFu, scratch_layout_.table_slots * 2,
           stream);
@@ -645,17 +682,19 @@ absl::Status EgraphImage::EnqueuePassGroups(bool bucketed, const char* what) {
 absl::Status EgraphImage::EnqueuePassPairs(bool bucketed, const char* what) {
   Context& ctx = *context_;
   CUstream stream = ctx.stream();
-  VYRE_CU(what, cuMemsetD32Async, args_.pair_set, 0xFFFFFFFFu,
-          (uint64_t{args_.pair_set_mask} + 1) * 2, stream);
   VYRE_CU(what, cuMemsetD8Async, args_.counters + offsetof(VyreEgCounters, pair_count), 0,
           sizeof(VyreEgCounters::pair_count), stream);
-  VYRE_CU(what, cuMemsetD8Async, args_.counters + offsetof(VyreEgCounters, overflow), 0,
-          sizeof(VyreEgCounters::overflow), stream);
-  ctx.telemetry().memset_operations.Add(3);
+  ctx.telemetry().memset_operations.Add();
   if (bucketed) {
-    return LaunchShaped(kernels_.bucket_pass, bucket_plan_.buckets, kBucketPassThreads,
-                        bucket_plan_.pass_shared, what);
+    // The pair set is cleared on the device, as far as the groups need.
+    VYRE_RETURN_IF_ERROR(
+        Launch(kernels_.pair_set_clear, uint64_t{args_.pair_set_mask} + 1, PassArgs(), what));
+    return LaunchShaped(kernels_.bucket_emit, bucket_plan_.buckets, kBucketPassThreads,
+                        bucket_plan_.emit_shared, what);
   }
+  VYRE_CU(what, cuMemsetD32Async, args_.pair_set, 0xFFFFFFFFu,
+          (uint64_t{args_.pair_set_mask} + 1) * 2, stream);
+  ctx.telemetry().memset_operations.Add();
   return Launch(kernels_.pass_emit, rows_, args_, what);
 }
 
@@ -708,8 +747,10 @@ absl::Status EgraphImage::Pass(uint32_t* pairs, uint64_t capacity, uint64_t* out
       VYRE_RETURN_IF_ERROR(ReadCounters(&seen, what));
       if (bucketed && seen.overflow != 0) {
         // A bucket's distinct forms filled its shared-memory table (never
-        // expected; colliding hashes can): the table pass finds the same.
+        // expected; colliding hashes can): the table pass finds the same,
+        // after a refresh that writes every row's canonical children.
         bucketed = false;
+        VYRE_RETURN_IF_ERROR(Launch(kernels_.refresh, rows_, args_, what));
         continue;
       }
       if (seen.overflow != 0 || seen.pair_count <= pass_pair_capacity_) break;

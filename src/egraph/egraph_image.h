@@ -135,16 +135,24 @@ class EgraphImage {
     CUfunction signatures = nullptr, clear_table = nullptr, refresh = nullptr, insert = nullptr;
     CUfunction round_end = nullptr, pass_group = nullptr, pass_emit = nullptr;
     CUfunction pack_rows = nullptr;
-    CUfunction bucket_count = nullptr, bucket_prefix = nullptr, bucket_scan = nullptr;
-    CUfunction bucket_scatter = nullptr, bucket_pass = nullptr;
+    CUfunction part_count = nullptr, part_prefix = nullptr, part_scatter = nullptr;
+    CUfunction bucket_group = nullptr, pair_set_clear = nullptr, bucket_emit = nullptr;
   } kernels_;
-  // The bucketed pass's shape for this image's rows (see congruence.cu);
-  // not `usable` when its shared memory would not fit the device.
+  // The bucketed pass's shape for this image's rows (see congruence.cu):
+  // buckets and their shared-memory table, and the partition's one or two
+  // levels (level 1: one segment of every row into bins1 bins, blocks1
+  // blocks; level 2: each of those into bins2, blocks2 blocks apiece). Not
+  // `usable` when the table would not fit the device's shared memory.
   struct BucketPlan {
     bool usable = false;
-    uint32_t buckets = 1, shift = 32, slots = 0, count_blocks = 1, sweep_buckets = 1;
-    uint32_t count_shared = 0, pass_shared = 0;
+    uint32_t buckets = 1, slots = 0, pass_shared = 0, levels = 1;
+    uint32_t stage = 0, emit_shared = 0;  // pairs the emit kernel collects in shared memory
+    uint32_t bins1 = 1, shift1 = 0, blocks1 = 1;
+    uint32_t bins2 = 1, shift2 = 0, blocks2 = 1;
   } bucket_plan_;
+  // In the pass scratch: the partition's per-block counts and the level-1
+  // bins' first places (the level-2 segments).
+  CUdeviceptr part_counts_ = 0, part_segments_ = 0;
   CUdeviceptr pass_forms_ = 0;  // in the table's span
   uint32_t max_blocks_ = 1;
 

@@ -525,6 +525,29 @@ TEST_F(EgraphGpuTest, PassUnderCollidingHashMatchesCpu) {
   }
 }
 
+// One form with many copies puts all of them in one bucket of the bucketed
+// pass, far above the rows its block collects pairs for in shared memory:
+// that block writes its pairs over its list entries instead. Around it,
+// distinct leaves and small groups keep the other buckets ordinary.
+TEST_F(EgraphGpuTest, PassWithOneHeavyBucketMatchesCpu) {
+  constexpr uint32_t kCopies = 30000;
+  constexpr uint32_t kDistinct = 50000;
+  EgraphColumns g;
+  uint32_t cls = 0;
+  for (uint32_t i = 0; i < kCopies; ++i) AddRow(&g, cls++, 7, {});
+  for (uint32_t i = 0; i < kDistinct; ++i) AddRow(&g, cls++, 1000000 + i / 3, {});
+  Twin twin(g, context());
+  ASSERT_TRUE(twin.ok());
+  uint64_t pairs = 0;
+  EXPECT_TRUE(twin.PassBoth(&pairs));
+  // The copies give kCopies - 1 pairs; the leaves in threes two each.
+  EXPECT_EQ(pairs, (kCopies - 1) + (kDistinct / 3) * 2 + (kDistinct % 3 == 2 ? 1 : 0));
+  RebuildOutcome out;
+  ASSERT_TRUE(twin.RebuildBoth({}, &out));
+  EXPECT_TRUE(twin.PassBoth(&pairs));
+  EXPECT_EQ(pairs, 0u);
+}
+
 // Two towers over leaves A and B, joined at the bottom: one round per level,
 // far past the first batches of rounds; max_rounds stops early and the next
 // rebuild goes on from there.

@@ -366,7 +366,12 @@ extern "C" __global__ void __launch_bounds__(kBlockThreads) vyre_eg_refresh(Vyre
     if (r < a.rows) {
       const u32 off = offs[r];
       const u32 len = lens[r];
-      u32* c = canon + off;
+      u32 pair[2] = {kEmpty, kEmpty};
+      // The bucketed pass's refresh (forms set) keeps the children of a row
+      // of two or fewer in registers: its forms carry them, and neither
+      // canon nor changed_in is read before the next full refresh.
+      const bool form_only = full && a.forms != 0 && len <= 2;
+      u32* c = form_only ? pair : canon + off;
       if (full) {
         for (u32 i = 0; i < len; ++i) c[i] = Root(parent, kids[off + i]);
         dirty = true;
@@ -390,7 +395,7 @@ extern "C" __global__ void __launch_bounds__(kBlockThreads) vyre_eg_refresh(Vyre
         }
         // The row's entries from before this round are stale from now on
         // (a full round starts a new table: round 0).
-        changed_in[r] = static_cast<unsigned char>(table_round);
+        if (!form_only) changed_in[r] = static_cast<unsigned char>(table_round);
       }
     }
     if (full) {
@@ -563,10 +568,10 @@ extern "C" __global__ void vyre_eg_pass_group(VyreEgArgs a) {
   });
 }
 
-// Adds (m, c) to the pass's pair set; true when it was not there yet.
-__device__ __forceinline__ bool InsertPair(const VyreEgArgs& a, u32 m, u32 c) {
+// Adds (m, c) to the pass's pair set (its first mask + 1 slots); true when
+// it was not there yet.
+__device__ __forceinline__ bool InsertPair(const VyreEgArgs& a, u32 mask, u32 m, u32 c) {
   u64* set = Ptr<u64>(a.pair_set);
-  const u32 mask = a.pair_set_mask;
   const u64 key = (static_cast<u64>(m) << 32) | c;
   u32 slot = Finish(Mix(m, c)) & mask;
   for (u32 probe = 0; probe <= mask; ++probe, slot = (slot + 1u) & mask) {
@@ -631,7 +636,7 @@ extern "C" __global__ void __launch_bounds__(kBlockThreads) vyre_eg_pass_emit(Vy
     if (r < a.rows && rep[r] != kEmpty) {
       c = Root(parent, classes[r]);
       m = group_min[rep[r]];
-      if (c != m) is_new = InsertPair(a, m, c);
+      if (c != m) is_new = InsertPair(a, a.pair_set_mask, m, c);
     }
     AppendPairs(a, is_new, m, c);
   }
@@ -643,9 +648,8 @@ extern "C" __global__ void __launch_bounds__(kBlockThreads) vyre_eg_pass_emit(Vy
 // rows' size: one DRAM read and write-back per row (Nsight Compute: 163
 // bytes of DRAM traffic per row, 1.7 ms for 16 M rows on an H100). Here the
 // rows are first partitioned by the top bits of their hash into buckets of
-// a few thousand rows (a counting sort: per-block counts, a prefix over the
-// blocks, a scan over the buckets, a scatter), and then one block groups a
-// bucket's rows in a table in shared memory. All rows of one form have one
+// a few thousand rows (a counting sort in two levels, below), and then one
+// block groups a bucket's rows in a table in shared memory. All rows of one form have one
 // hash, so they meet in one bucket, and a group never spans blocks. A hash
 // match is confirmed on the rows' packed forms (PackForm, written by the
 // pass's refresh in row order): two 16-byte loads where comparing records,
@@ -657,147 +661,190 @@ extern "C" __global__ void __launch_bounds__(kBlockThreads) vyre_eg_pass_emit(Vy
 // hash of the tests); then one block would otherwise walk a chain of
 // thousands of entries for every row.
 
-__device__ __forceinline__ u32 BucketOf(const VyreEgArgs& a, u32 hash) {
-  return static_cast<u32>(static_cast<u64>(hash) >> a.bucket_shift);
+// --- The partition: one level of a counting sort by hash bits --------------
+//
+// A level splits each segment of its input (one segment of every row for the
+// first level; each first-level bin for the second) into part_bins bins, a
+// segment's part_blocks blocks each counting its share, then scattering it.
+// Two levels of 64-128 bins instead of one of thousands: a block's run of a
+// bin gets a new entry every few thousand rows, and its partly written L2
+// line waits for the rest. With thousands of bins per block the open lines
+// outgrew L2 and went to DRAM half written, to be read back and merged
+// (0.95 ms and 3x the list's bytes for 16 M rows in one launch; 0.55 ms in
+// five sweeps over bucket ranges, each reading every hash again).
+
+constexpr u32 kMaxPartBins = 256;
+constexpr u32 kPartThreads = 256;  // the prefix kernel's block
+
+// This block's segment and its share [first, end) of that segment.
+__device__ __forceinline__ void PartShare(const VyreEgArgs& a, u32* segment, u32* first,
+                                          u32* end) {
+  *segment = blockIdx.x / a.part_blocks;
+  const u32 k = blockIdx.x % a.part_blocks;
+  const u32* seg = Ptr<const u32>(a.seg_starts);
+  const u32 seg_first = a.seg_starts != 0 ? seg[*segment] : 0u;
+  const u32 seg_end = a.seg_starts != 0 ? seg[*segment + 1] : a.rows;
+  const u32 share = (seg_end - seg_first + a.part_blocks - 1u) / a.part_blocks;
+  *first = min(seg_end, seg_first + k * share);
+  *end = min(seg_end, *first + share);
 }
 
-// The rows [first, end) of the counting block `blockIdx.x`.
-__device__ __forceinline__ void CountingPart(const VyreEgArgs& a, u32* first, u32* end) {
-  const u32 part = (a.rows + gridDim.x - 1u) / gridDim.x;
-  *first = min(a.rows, blockIdx.x * part);
-  *end = min(a.rows, *first + part);
+// Entry i of the level's input: (hash, row).
+__device__ __forceinline__ u64 PartEntry(const VyreEgArgs& a, u32 i) {
+  if (a.part_in != 0) return Ptr<const u64>(a.part_in)[i];
+  return (static_cast<u64>(Ptr<const u32>(a.hash)[i]) << 32) | i;
 }
 
-// Per counting block: how many of its rows fall in each bucket.
-extern "C" __global__ void vyre_eg_bucket_count(VyreEgArgs a) {
-  extern __shared__ u32 bucket_rows[];
-  for (u32 b = threadIdx.x; b < a.buckets; b += blockDim.x) bucket_rows[b] = 0;
+__device__ __forceinline__ u32 PartBin(const VyreEgArgs& a, u64 entry) {
+  if (a.part_bins == 1) return 0;
+  return (static_cast<u32>(entry >> 32) >> a.part_shift) & (a.part_bins - 1u);
+}
+
+// Per block: how many entries of its share fall in each bin.
+extern "C" __global__ void vyre_eg_part_count(VyreEgArgs a) {
+  __shared__ u32 bin_rows[kMaxPartBins];
+  for (u32 b = threadIdx.x; b < a.part_bins; b += blockDim.x) bin_rows[b] = 0;
   __syncthreads();
-  const u32* hash = Ptr<const u32>(a.hash);
-  u32 first = 0, end = 0;
-  CountingPart(a, &first, &end);
-  for (u32 r = first + threadIdx.x; r < end; r += blockDim.x) {
-    atomicAdd(&bucket_rows[BucketOf(a, hash[r])], 1u);
+  u32 segment = 0, first = 0, end = 0;
+  PartShare(a, &segment, &first, &end);
+  for (u32 i = first + threadIdx.x; i < end; i += blockDim.x) {
+    atomicAdd(&bin_rows[PartBin(a, PartEntry(a, i))], 1u);
   }
   __syncthreads();
-  u32* counts = Ptr<u32>(a.bucket_counts) + static_cast<u64>(blockIdx.x) * a.buckets;
-  for (u32 b = threadIdx.x; b < a.buckets; b += blockDim.x) counts[b] = bucket_rows[b];
+  u32* counts = Ptr<u32>(a.part_counts) + static_cast<u64>(blockIdx.x) * a.part_bins;
+  for (u32 b = threadIdx.x; b < a.part_bins; b += blockDim.x) counts[b] = bin_rows[b];
 }
 
-// Per bucket: each counting block's count becomes the rows of that bucket in
-// the blocks before it; the bucket's total goes to bucket_starts. A block
-// takes 32 buckets (one coalesced row of counts per block) and splits the
-// counting blocks among its 8 warps, which sum their share, add up the
-// shares before theirs and then write their offsets.
-constexpr u32 kPrefixWarps = 8;
-extern "C" __global__ void vyre_eg_bucket_prefix(VyreEgArgs a) {
-  __shared__ u32 share[kPrefixWarps][32];
-  const u32 lane = threadIdx.x & 31u;
-  const u32 warp = threadIdx.x >> 5;
-  const u32 b = blockIdx.x * 32u + lane;
-  const u32 per = (a.count_blocks + kPrefixWarps - 1u) / kPrefixWarps;
-  const u32 first = min(a.count_blocks, warp * per);
-  const u32 end = min(a.count_blocks, first + per);
-  u32* counts = Ptr<u32>(a.bucket_counts);
+// One block per segment: each (segment, bin)'s first place (part_starts),
+// and each block's count becomes its first place in that bin's run. The
+// block's threads are groups of part_bins, which split the segment's blocks
+// among them, so the counts are read part_blocks / groups deep, not
+// part_blocks.
+extern "C" __global__ void vyre_eg_part_prefix(VyreEgArgs a) {
+  __shared__ u32 share[kPartThreads];
+  __shared__ u32 bin_first[kMaxPartBins];
+  const u32 bins = a.part_bins;
+  const u32 groups = kPartThreads / bins;
+  const u32 bin = threadIdx.x % bins;
+  const u32 group = threadIdx.x / bins;
+  const u32 segment = blockIdx.x;
+  const u32 per = (a.part_blocks + groups - 1u) / groups;
+  const u32 k_first = group < groups ? min(a.part_blocks, group * per) : a.part_blocks;
+  const u32 k_end = min(a.part_blocks, k_first + per);
+  u32* counts = Ptr<u32>(a.part_counts);
+  auto at = [&](u32 k) { return (static_cast<u64>(segment) * a.part_blocks + k) * bins + bin; };
   u32 sum = 0;
-  if (b < a.buckets) {
-    for (u32 block = first; block < end; ++block) sum += counts[static_cast<u64>(block) * a.buckets + b];
-  }
-  share[warp][lane] = sum;
+  for (u32 k = k_first; k < k_end; ++k) sum += counts[at(k)];
+  share[threadIdx.x] = group < groups ? sum : 0u;
   __syncthreads();
-  u32 running = 0, total = 0;
-  for (u32 w = 0; w < kPrefixWarps; ++w) {
-    if (w < warp) running += share[w][lane];
-    total += share[w][lane];
+  if (threadIdx.x < bins) {
+    u32 total = 0;
+    for (u32 g = 0; g < groups; ++g) total += share[g * bins + threadIdx.x];
+    bin_first[threadIdx.x] = total;
   }
-  if (b >= a.buckets) return;
-  for (u32 block = first; block < end; ++block) {
-    const u64 at = static_cast<u64>(block) * a.buckets + b;
-    const u32 n = counts[at];
-    counts[at] = running;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    // Exclusive scan over the bins (at most kMaxPartBins).
+    const u32* seg = Ptr<const u32>(a.seg_starts);
+    u32 running = a.seg_starts != 0 ? seg[segment] : 0u;
+    for (u32 b = 0; b < bins; ++b) {
+      const u32 n = bin_first[b];
+      bin_first[b] = running;
+      running += n;
+    }
+    u32* starts = Ptr<u32>(a.part_starts);
+    if (segment + 1u == a.part_segments) starts[a.part_segments * bins] = running;
+  }
+  __syncthreads();
+  if (group >= groups) return;
+  if (group == 0) Ptr<u32>(a.part_starts)[segment * bins + bin] = bin_first[bin];
+  u32 running = bin_first[bin];
+  for (u32 g = 0; g < group; ++g) running += share[g * bins + bin];
+  for (u32 k = k_first; k < k_end; ++k) {
+    const u32 n = counts[at(k)];
+    counts[at(k)] = running;
     running += n;
   }
-  if (warp == 0) Ptr<u32>(a.bucket_starts)[b] = total;
 }
 
-// One block: bucket_starts (the totals) becomes each bucket's first place in
-// the list, and bucket_starts[buckets] the row count.
-extern "C" __global__ void vyre_eg_bucket_scan(VyreEgArgs a) {
-  __shared__ u32 warp_sums[32];
-  u32* starts = Ptr<u32>(a.bucket_starts);
-  const u32 per = (a.buckets + blockDim.x - 1u) / blockDim.x;
-  const u32 first = min(a.buckets, threadIdx.x * per);
-  const u32 end = min(a.buckets, first + per);
-  u32 sum = 0;
-  for (u32 b = first; b < end; ++b) sum += starts[b];
-  // Exclusive scan of the threads' sums: within each warp, then over warps.
-  const u32 lane = threadIdx.x & 31u;
-  u32 inclusive = sum;
-  for (int offset = 1; offset < 32; offset <<= 1) {
-    const u32 before = __shfl_up_sync(0xFFFFFFFFu, inclusive, offset);
-    if (lane >= static_cast<u32>(offset)) inclusive += before;
-  }
-  if (lane == 31) warp_sums[threadIdx.x >> 5] = inclusive;
-  __syncthreads();
-  if (threadIdx.x < 32) {
-    const u32 warps = (blockDim.x + 31u) >> 5;
-    u32 w = threadIdx.x < warps ? warp_sums[threadIdx.x] : 0u;
-    for (int offset = 1; offset < 32; offset <<= 1) {
-      const u32 before = __shfl_up_sync(0xFFFFFFFFu, w, offset);
-      if (lane >= static_cast<u32>(offset)) w += before;
-    }
-    warp_sums[threadIdx.x] = w;  // inclusive over warps
+// Per block (the shares of vyre_eg_part_count): each entry goes to the next
+// free place of its bin's run for this block. A tile of the block's share is
+// first sorted by bin in shared memory, so that consecutive threads store
+// consecutive places of one run: stored straight from each thread, every
+// 8-byte entry was its own L2 write (0.25-0.32 ms a level for 16 M rows on
+// an H100, with the DRAM traffic already low).
+constexpr u32 kPartPerThread = 4;
+constexpr u32 kPartScatterThreads = 1024;
+constexpr u32 kPartTile = kPartPerThread * kPartScatterThreads;
+extern "C" __global__ void __launch_bounds__(kPartScatterThreads) vyre_eg_part_scatter(VyreEgArgs a) {
+  __shared__ u64 tile[kPartTile];
+  __shared__ u32 next_place[kMaxPartBins];  // this block's next place in each bin's run
+  __shared__ u32 tile_count[kMaxPartBins];
+  __shared__ u32 tile_first[kMaxPartBins];  // a bin's first index in the sorted tile
+  const u32 bins = a.part_bins;
+  const u32* counts = Ptr<const u32>(a.part_counts) + static_cast<u64>(blockIdx.x) * bins;
+  for (u32 b = threadIdx.x; b < bins; b += blockDim.x) {
+    next_place[b] = counts[b];
+    tile_count[b] = 0;
   }
   __syncthreads();
-  const u32 warp = threadIdx.x >> 5;
-  u32 running = (warp > 0 ? warp_sums[warp - 1] : 0u) + inclusive - sum;
-  for (u32 b = first; b < end; ++b) {
-    const u32 n = starts[b];
-    starts[b] = running;
-    running += n;
-  }
-  if (threadIdx.x == 0) starts[a.buckets] = a.rows;
-}
-
-// Per counting block (the same parts as vyre_eg_bucket_count): each row of
-// a bucket in [sweep_first, sweep_end) puts its (hash, row) at the next free
-// place of its bucket's run for this block. A run gets a new entry only
-// every few thousand rows of the block, so its partly written sector must
-// wait in L2 for the rest: with every bucket in one launch the open sectors
-// (blocks x buckets) outgrew L2 and went to DRAM half written, to be read
-// back and merged (0.75 ms and 3x the list's bytes for 16 M rows). The host
-// sweeps the buckets in ranges that keep them in L2; each sweep reads the
-// hashes again, which costs far less.
-extern "C" __global__ void vyre_eg_bucket_scatter(VyreEgArgs a) {
-  extern __shared__ u32 next_place[];
-  const u32* starts = Ptr<const u32>(a.bucket_starts);
-  const u32* before = Ptr<const u32>(a.bucket_counts) + static_cast<u64>(blockIdx.x) * a.buckets;
-  for (u32 b = a.sweep_first + threadIdx.x; b < a.sweep_end; b += blockDim.x) {
-    next_place[b] = starts[b] + before[b];
-  }
-  __syncthreads();
-  const u32* hash = Ptr<const u32>(a.hash);
-  u64* list = Ptr<u64>(a.bucket_list);
-  u32 first = 0, end = 0;
-  CountingPart(a, &first, &end);
-  // Four rows a step, their hashes loaded together: one load's latency per
-  // step instead of one per row.
-  constexpr u32 kRowsPerStep = 4;
-  for (u32 r0 = first + threadIdx.x; r0 < end; r0 += kRowsPerStep * blockDim.x) {
-    u32 h[kRowsPerStep];
+  u32 segment = 0, first = 0, end = 0;
+  PartShare(a, &segment, &first, &end);
+  u64* out = Ptr<u64>(a.part_out);
+  for (u32 tile_base = first; tile_base < end; tile_base += kPartTile) {
+    const u32 tile_size = min(kPartTile, end - tile_base);
+    // Load (the tile's loads together), then rank each entry within its bin.
+    u64 e[kPartPerThread];
+    u32 bin[kPartPerThread], rank[kPartPerThread];
 #pragma unroll
-    for (u32 k = 0; k < kRowsPerStep; ++k) {
-      const u32 r = r0 + k * blockDim.x;
-      h[k] = r < end ? hash[r] : 0u;
+    for (u32 k = 0; k < kPartPerThread; ++k) {
+      const u32 j = k * blockDim.x + threadIdx.x;
+      e[k] = j < tile_size ? PartEntry(a, tile_base + j) : 0ull;
     }
 #pragma unroll
-    for (u32 k = 0; k < kRowsPerStep; ++k) {
-      const u32 r = r0 + k * blockDim.x;
-      const u32 b = BucketOf(a, h[k]);
-      if (r >= end || b < a.sweep_first || b >= a.sweep_end) continue;
-      const u32 place = atomicAdd(&next_place[b], 1u);
-      list[place] = (static_cast<u64>(h[k]) << 32) | r;
+    for (u32 k = 0; k < kPartPerThread; ++k) {
+      const u32 j = k * blockDim.x + threadIdx.x;
+      bin[k] = PartBin(a, e[k]);
+      rank[k] = j < tile_size ? atomicAdd(&tile_count[bin[k]], 1u) : 0u;
     }
+    __syncthreads();
+    if (threadIdx.x < 32) {
+      // Exclusive scan of the tile's bin counts by one warp.
+      const u32 lane = threadIdx.x;
+      const u32 per = (bins + 31u) / 32u;
+      const u32 b0 = min(bins, lane * per);
+      const u32 b1 = min(bins, b0 + per);
+      u32 sum = 0;
+      for (u32 b = b0; b < b1; ++b) sum += tile_count[b];
+      u32 inclusive = sum;
+      for (int offset = 1; offset < 32; offset <<= 1) {
+        const u32 before = __shfl_up_sync(0xFFFFFFFFu, inclusive, offset);
+        if (lane >= static_cast<u32>(offset)) inclusive += before;
+      }
+      u32 running = inclusive - sum;
+      for (u32 b = b0; b < b1; ++b) {
+        tile_first[b] = running;
+        running += tile_count[b];
+      }
+    }
+    __syncthreads();
+#pragma unroll
+    for (u32 k = 0; k < kPartPerThread; ++k) {
+      const u32 j = k * blockDim.x + threadIdx.x;
+      if (j < tile_size) tile[tile_first[bin[k]] + rank[k]] = e[k];
+    }
+    __syncthreads();
+    for (u32 j = threadIdx.x; j < tile_size; j += blockDim.x) {
+      const u64 entry = tile[j];
+      const u32 b = PartBin(a, entry);
+      out[next_place[b] + (j - tile_first[b])] = entry;
+    }
+    __syncthreads();
+    for (u32 b = threadIdx.x; b < bins; b += blockDim.x) {
+      next_place[b] += tile_count[b];
+      tile_count[b] = 0;
+    }
+    __syncthreads();
   }
 }
 
@@ -810,14 +857,16 @@ constexpr u32 kLeaderRole = 0x40000000u;
 constexpr u32 kJoinedRole = 0x80000000u;
 constexpr u32 kBucketProbeLimit = 256;
 
-// One block per bucket: group the bucket's rows in shared memory, then emit
-// (minimum, class) for every member of a group of two or more whose class is
-// not the group's minimum. A group's minimum class and its leader's class
-// sit at the leader's place in group_min and rep_slot: inside the bucket's
-// run, so in L2 while the block works. A row with no duplicate costs a read
-// and a write of its list entry and a shared-memory probe.
-extern "C" __global__ void vyre_eg_bucket_pass(VyreEgArgs a) {
+// One block per bucket: group the bucket's rows in shared memory. A group's
+// minimum class and its leader's class go to group_min and rep_slot at the
+// leader's place: inside the bucket's run, so in L2 while the block works.
+// Every row that joined a group, and every group, counts as a candidate for
+// a pair, so that vyre_eg_pair_set_clear can size the pair set. A row with
+// no duplicate costs a read and a write of its list entry and a
+// shared-memory probe.
+extern "C" __global__ void vyre_eg_bucket_group(VyreEgArgs a) {
   extern __shared__ u64 slots[];
+  __shared__ u32 block_candidates;
   const u32 table_slots = a.bucket_slots;
   const u32* starts = Ptr<const u32>(a.bucket_starts);
   const u32 first = starts[blockIdx.x];
@@ -826,6 +875,7 @@ extern "C" __global__ void vyre_eg_bucket_pass(VyreEgArgs a) {
   u32* leader_class = Ptr<u32>(a.rep_slot);
   for (u32 i = threadIdx.x; i < table_slots; i += blockDim.x) slots[i] = kEmptyEntry;
   for (u32 place = first + threadIdx.x; place < end; place += blockDim.x) group_min[place] = kEmpty;
+  if (threadIdx.x == 0) block_candidates = 0;
   __syncthreads();
   u64* list = Ptr<u64>(a.bucket_list);
   const uint4* forms = Ptr<const uint4>(a.forms);
@@ -833,6 +883,7 @@ extern "C" __global__ void vyre_eg_bucket_pass(VyreEgArgs a) {
   const u32* canon = Ptr<const u32>(a.canon);
   const u32 mask = table_slots - 1u;
   const u32 probe_limit = min(table_slots, kBucketProbeLimit);
+  u32 candidates = 0;
   // Each thread loads its next entry before working on this one, so the
   // list's DRAM latency overlaps the probe and the form loads.
   u64 next = first + threadIdx.x < end ? list[first + threadIdx.x] : 0;
@@ -872,18 +923,68 @@ extern "C" __global__ void vyre_eg_bucket_pass(VyreEgArgs a) {
         continue;  // more than two children: compare them all
       }
       leader_class[leader] = other_form.w;  // every joiner writes the same
-      atomicMin(group_min + leader, min(my_form.w, other_form.w));
+      const u32 was = atomicMin(group_min + leader, min(my_form.w, other_form.w));
+      candidates += was == kEmpty ? 2u : 1u;  // the first joiner brings the leader
       result = (static_cast<u64>(kJoinedRole | leader) << 32) | my_form.w;
       break;
     }
     if (result == 0) atomicExch(&Counters(a)->overflow, 1u);
     list[place] = result;
   }
+  for (int offset = 16; offset > 0; offset >>= 1) {
+    candidates += __shfl_down_sync(0xFFFFFFFFu, candidates, offset);
+  }
+  if ((threadIdx.x & 31u) == 0 && candidates != 0) atomicAdd(&block_candidates, candidates);
   __syncthreads();
-  // Block-uniform steps, for AppendPairs' barriers.
-  for (u32 base = first; base < end; base += blockDim.x) {
-    const u32 place = base + threadIdx.x;
-    bool is_new = false;
+  if (threadIdx.x == 0 && block_candidates != 0) {
+    atomicAdd(&Counters(a)->candidates, block_candidates);
+  }
+}
+
+// The pair set in use: at least two slots per candidate (so it never fills)
+// and a power of two, within the set's span. Sized to the candidates, the
+// set of a pass that finds few pairs is cleared in microseconds and stays
+// in L2 (the whole span is 16 bytes per row: 256 MB for 16 M rows).
+__device__ __forceinline__ u32 PairSetMask(const VyreEgArgs& a) {
+  const u64 wanted = max(u64{2} * Counters(a)->candidates, u64{1024});
+  u64 slots = 1024;
+  while (slots < wanted) slots <<= 1;
+  return static_cast<u32>(min(slots - 1u, u64{a.pair_set_mask}));
+}
+
+// Clears the pair set in use and records its mask for vyre_eg_bucket_emit.
+extern "C" __global__ void vyre_eg_pair_set_clear(VyreEgArgs a) {
+  const u32 mask = PairSetMask(a);
+  u64* set = Ptr<u64>(a.pair_set);
+  for (u64 i = GlobalIndex(); i <= mask; i += GridStride()) set[i] = kEmptyPair;
+  if (GlobalIndex() == 0) Counters(a)->pair_mask = mask;
+}
+
+// One block per bucket: (minimum, class) for every member of a group of two
+// or more whose class is not the group's minimum, once. The block collects
+// its new pairs in shared memory (a_bucket_stage of them; a bucket with more
+// rows than that writes each new pair over its place's entry instead), then
+// one atomicAdd reserves the block's run of the output and the block copies
+// them there: two barriers per block, where a barrier per step (AppendPairs)
+// kept every warp waiting for the slowest one's loads and set insertions.
+extern "C" __global__ void vyre_eg_bucket_emit(VyreEgArgs a) {
+  extern __shared__ u64 stage[];
+  __shared__ u32 block_pairs, block_count;
+  __shared__ u64 block_first;
+  const u32* starts = Ptr<const u32>(a.bucket_starts);
+  const u32 first = starts[blockIdx.x];
+  const u32 end = starts[blockIdx.x + 1];
+  const bool staged = end - first <= a.bucket_stage;
+  const u32* group_min = Ptr<const u32>(a.group_min);
+  const u32* leader_class = Ptr<const u32>(a.rep_slot);
+  u64* list = Ptr<u64>(a.bucket_list);
+  const u32 set_mask = LoadVolatile(&Counters(a)->pair_mask);
+  const u32 lane = threadIdx.x & 31u;
+  if (threadIdx.x == 0) block_pairs = 0;
+  __syncthreads();
+  // Whole warps step together, for the ballot.
+  for (u32 base = first + (threadIdx.x - lane); base < end; base += blockDim.x) {
+    const u32 place = base + lane;
     u32 m = kEmpty, c = 0;
     if (place < end) {
       const u64 e = list[place];
@@ -895,8 +996,62 @@ extern "C" __global__ void vyre_eg_bucket_pass(VyreEgArgs a) {
         m = group_min[role & ~kJoinedRole];
         c = static_cast<u32>(e);
       }
-      if (m != kEmpty && c != m) is_new = InsertPair(a, m, c);
     }
-    AppendPairs(a, is_new, m, c);
+    const bool is_new = m != kEmpty && c != m && InsertPair(a, set_mask, m, c);
+    const u64 pair = (static_cast<u64>(m) << 32) | c;
+    if (!staged) {
+      if (place < end) list[place] = is_new ? pair : kEmptyPair;
+      continue;
+    }
+    const u32 ballot = __ballot_sync(0xFFFFFFFFu, is_new);
+    if (ballot == 0) continue;
+    u32 warp_first = 0;
+    if (lane == 0) warp_first = atomicAdd(&block_pairs, __popc(ballot));
+    warp_first = __shfl_sync(0xFFFFFFFFu, warp_first, 0);
+    if (is_new) stage[warp_first + __popc(ballot & ((1u << lane) - 1u))] = pair;
+  }
+  if (!staged) {
+    // Count the pairs written over the places.
+    u32 mine_new = 0;
+    __syncthreads();
+    for (u32 place = first + threadIdx.x; place < end; place += blockDim.x) {
+      mine_new += list[place] != kEmptyPair ? 1u : 0u;
+    }
+    for (int offset = 16; offset > 0; offset >>= 1) {
+      mine_new += __shfl_down_sync(0xFFFFFFFFu, mine_new, offset);
+    }
+    if (lane == 0 && mine_new != 0) atomicAdd(&block_pairs, mine_new);
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    block_count = block_pairs;
+    block_first = block_count != 0 ? atomicAdd(&Counters(a)->pair_count, u64{block_count}) : 0;
+    block_pairs = 0;  // now the cursor of the unstaged copy
+  }
+  __syncthreads();
+  const u32 count = block_count;
+  if (count == 0) return;
+  u32* out = Ptr<u32>(a.pairs_out);
+  // Counted even past the output's capacity, so the host can grow it.
+  auto put = [&](u64 index, u64 pair) {
+    if (index < a.pair_capacity) {
+      out[2 * index] = static_cast<u32>(pair >> 32);
+      out[2 * index + 1] = static_cast<u32>(pair);
+    }
+  };
+  if (staged) {
+    for (u32 i = threadIdx.x; i < count; i += blockDim.x) put(block_first + i, stage[i]);
+    return;
+  }
+  for (u32 base = first + (threadIdx.x - lane); base < end; base += blockDim.x) {
+    const u32 place = base + lane;
+    const u64 e = place < end ? list[place] : kEmptyPair;
+    const bool is_new = e != kEmptyPair;
+    const u32 ballot = __ballot_sync(0xFFFFFFFFu, is_new);
+    if (ballot == 0) continue;
+    u32 warp_first = 0;
+    if (lane == 0) warp_first = atomicAdd(&block_pairs, __popc(ballot));
+    warp_first = __shfl_sync(0xFFFFFFFFu, warp_first, 0);
+    if (is_new) put(block_first + warp_first + __popc(ballot & ((1u << lane) - 1u)), e);
   }
 }

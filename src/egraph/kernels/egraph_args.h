@@ -28,6 +28,8 @@ struct VyreEgCounters {
   vyre_eg_u32 max_rounds;      // 0: no limit
   vyre_eg_u32 overflow;        // a probe ran the whole table (never expected)
   vyre_eg_u32 table_round;     // rounds since the table was last cleared (0: a full round)
+  vyre_eg_u32 candidates;      // bucketed pass: rows that may give a pair
+  vyre_eg_u32 pair_mask;       // bucketed pass: the pair set's slots in use - 1
   vyre_eg_u32 reserved;
 };
 
@@ -51,23 +53,30 @@ struct VyreEgArgs {
   // Two bitsets of hooked_words u32 each: bit x of set (round & 1) says root
   // x was linked under another root during that round.
   vyre_eg_u64 hooked;
-  // Bucketed pass (see congruence.cu): per counting block and bucket, the
-  // bucket's rows in that block's part (count_blocks x buckets u32), then
-  // each block's first place in the list; each bucket's first place in the
-  // list (buckets + 1 u32); the list (rows u64: hash, row).
-  vyre_eg_u64 bucket_counts, bucket_starts, bucket_list;
+  // Bucketed pass (see congruence.cu): the final list of (hash, row) in
+  // bucket order (rows u64) and each bucket's first place in it (buckets +
+  // 1 u32).
+  vyre_eg_u64 bucket_list, bucket_starts;
+  // One level of the partition that builds it: entries [seg_starts[s],
+  // seg_starts[s + 1]) of part_in (or, when part_in is 0, every row's (hash,
+  // row) from the hash column, as one segment) go to part_out by bin, each
+  // segment split among part_blocks blocks; part_counts holds each block's
+  // count (then first place) per bin, part_starts each (segment, bin)'s
+  // first place (part_segments x part_bins + 1 u32).
+  vyre_eg_u64 part_in, part_out, part_counts, part_starts, seg_starts;
   // Pass: each row's canonical form in 16 bytes (op, first two canonical
   // children, class root; see congruence.cu), written by a full refresh
   // when not 0.
   vyre_eg_u64 forms;
   vyre_eg_u32 rows, classes, table_mask, union_count;
   vyre_eg_u32 pair_set_mask, pair_capacity, weak_hash, hooked_words;
-  // Buckets (a power of two) and the shift that takes a hash to its bucket
-  // (32 - log2 buckets, so 32 for one bucket); slots of a bucket's
-  // shared-memory table (a power of two); blocks of the counting kernels.
-  vyre_eg_u32 buckets, bucket_shift, bucket_slots, count_blocks;
-  // The buckets [sweep_first, sweep_end) one scatter launch places.
-  vyre_eg_u32 sweep_first, sweep_end;
+  // Slots of a bucket's shared-memory table (a power of two); the pairs a
+  // bucket's block can collect in shared memory.
+  vyre_eg_u32 bucket_slots, bucket_stage;
+  // The partition level: segments, blocks per segment, bins per segment (a
+  // power of two) and the shift that takes a hash to its bin ((hash >>
+  // part_shift) & (part_bins - 1)).
+  vyre_eg_u32 part_segments, part_blocks, part_bins, part_shift;
 };
 
 #endif  // VYRE_EGRAPH_KERNELS_EGRAPH_ARGS_H_
