@@ -32,7 +32,7 @@ constexpr uint64_t kMaxBuckets = 16384;
 constexpr uint64_t kMinBucketSlots = 8192;
 constexpr uint32_t kCountThreads = 1024;  // congruence.cu's kPartScatterThreads
 constexpr uint64_t kRowsPerCountBlock = 8192;
-constexpr uint32_t kBucketPassThreads = 512;
+constexpr uint32_t kBucketPassThreads = 512;  // congruence.cu's kBucketThreads
 // A partition level has at most this many bins per segment (congruence.cu's
 // kMaxPartBins is 256; 128 keeps every block's open runs few).
 constexpr uint32_t kMaxLevelBits = 7;

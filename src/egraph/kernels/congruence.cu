@@ -856,6 +856,7 @@ extern "C" __global__ void __launch_bounds__(kPartScatterThreads) vyre_eg_part_s
 constexpr u32 kLeaderRole = 0x40000000u;
 constexpr u32 kJoinedRole = 0x80000000u;
 constexpr u32 kBucketProbeLimit = 256;
+constexpr u32 kBucketThreads = 512;  // egraph_image.cc's kBucketPassThreads
 
 // One block per bucket: group the bucket's rows in shared memory. A group's
 // minimum class and its leader's class go to group_min and rep_slot at the
@@ -864,7 +865,7 @@ constexpr u32 kBucketProbeLimit = 256;
 // a pair, so that vyre_eg_pair_set_clear can size the pair set. A row with
 // no duplicate costs a read and a write of its list entry and a
 // shared-memory probe.
-extern "C" __global__ void vyre_eg_bucket_group(VyreEgArgs a) {
+extern "C" __global__ void __launch_bounds__(kBucketThreads) vyre_eg_bucket_group(VyreEgArgs a) {
   extern __shared__ u64 slots[];
   __shared__ u32 block_candidates;
   const u32 table_slots = a.bucket_slots;
@@ -967,7 +968,7 @@ extern "C" __global__ void vyre_eg_pair_set_clear(VyreEgArgs a) {
 // one atomicAdd reserves the block's run of the output and the block copies
 // them there: two barriers per block, where a barrier per step (AppendPairs)
 // kept every warp waiting for the slowest one's loads and set insertions.
-extern "C" __global__ void vyre_eg_bucket_emit(VyreEgArgs a) {
+extern "C" __global__ void __launch_bounds__(kBucketThreads) vyre_eg_bucket_emit(VyreEgArgs a) {
   extern __shared__ u64 stage[];
   __shared__ u32 block_pairs, block_count;
   __shared__ u64 block_first;
