@@ -3,9 +3,9 @@
 # vyre_egraph_bench (one synthetic graph of --sizes M rows), so each kernel's
 # time, DRAM/L2 traffic and stall reasons are measured where they run.
 #   scripts/profile-egraph.sh [millions of rows, default 16]
-# Reports go to $OUT (or build/gpu-out): pass.txt (the pass's refresh and
-# bucket kernels, or pass_group and pass_emit) and rebuild.txt (the rounds'
-# insert, refresh and relink).
+# Reports go to $OUT (or build/gpu-out): pass.txt (the pass's refresh,
+# partition and bucket kernels, or pass_group and pass_emit) and rebuild.txt
+# (the rounds' insert, refresh and relink).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out="${OUT:-build/gpu-out}"
@@ -19,8 +19,8 @@ ncu=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
 bench=(build/gpu/bench/vyre_egraph_bench --sizes "$rows" --graphs 0 --cpu-seconds 0 --gpu-seconds 0.05)
 sections=(--section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats
           --section Occupancy --section LaunchStats --section SchedulerStats)
-"$ncu" "${sections[@]}" --kernel-name regex:'vyre_eg_(refresh|pass_group|pass_emit|bucket_.*)$' \
-  --launch-skip 6 --launch-count 6 "${bench[@]}" > "$out/pass.txt" 2>&1
+"$ncu" "${sections[@]}" --kernel-name regex:'vyre_eg_(refresh|pass_group|pass_emit|part_.*|bucket_.*|pair_set_clear)$' \
+  --launch-skip 10 --launch-count 10 "${bench[@]}" > "$out/pass.txt" 2>&1
 echo "pass profile exit $?"
 "$ncu" "${sections[@]}" --kernel-name regex:'vyre_eg_(insert|refresh|relink)$' \
   --launch-skip 13 --launch-count 60 "${bench[@]}" > "$out/rebuild.txt" 2>&1

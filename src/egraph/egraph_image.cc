@@ -36,7 +36,7 @@ constexpr uint32_t kBucketPassThreads = 512;  // congruence.cu's kBucketThreads
 // A partition level has at most this many bins per segment (congruence.cu's
 // kMaxPartBins is 256; 128 keeps every block's open runs few).
 constexpr uint32_t kMaxLevelBits = 7;
-constexpr uint32_t kPartPrefixThreads = 256;
+constexpr uint32_t kPartPrefixThreads = 256;  // congruence.cu's kPartThreads
 // Bytes of shared memory a bucket table slot takes: (hash, list place).
 constexpr uint64_t kBucketSlotBytes = 8;
 

@@ -649,11 +649,12 @@ extern "C" __global__ void __launch_bounds__(kBlockThreads) vyre_eg_pass_emit(Vy
 // bytes of DRAM traffic per row, 1.7 ms for 16 M rows on an H100). Here the
 // rows are first partitioned by the top bits of their hash into buckets of
 // a few thousand rows (a counting sort in two levels, below), and then one
-// block groups a bucket's rows in a table in shared memory. All rows of one form have one
-// hash, so they meet in one bucket, and a group never spans blocks. A hash
-// match is confirmed on the rows' packed forms (PackForm, written by the
-// pass's refresh in row order): two 16-byte loads where comparing records,
-// children and class roots took six scattered ones.
+// block groups a bucket's rows in a table in shared memory. All rows of one
+// form have one hash, so they meet in one bucket, and a group never spans
+// blocks. A hash match is confirmed on the rows' packed forms (PackForm,
+// written by the pass's refresh in row order): two 16-byte loads where
+// comparing records, children and class roots took six scattered ones. The
+// pairs come from a second kernel, once the groups are whole.
 //
 // A probe longer than kBucketProbeLimit sets `overflow`, and the host runs
 // the pass above instead. At most half full, a bucket's table never sees
@@ -674,7 +675,8 @@ extern "C" __global__ void __launch_bounds__(kBlockThreads) vyre_eg_pass_emit(Vy
 // five sweeps over bucket ranges, each reading every hash again).
 
 constexpr u32 kMaxPartBins = 256;
-constexpr u32 kPartThreads = 256;  // the prefix kernel's block
+// The prefix kernel's block (egraph_image.cc's kPartPrefixThreads).
+constexpr u32 kPartThreads = 256;
 
 // This block's segment and its share [first, end) of that segment.
 __device__ __forceinline__ void PartShare(const VyreEgArgs& a, u32* segment, u32* first,
