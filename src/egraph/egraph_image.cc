@@ -231,7 +231,7 @@ absl::Status EgraphImage::PlanBuckets(const char* what) {
   uint32_t bits = 0;
   while ((uint64_t{1} << bits) < buckets) ++bits;
   plan.buckets = static_cast<uint32_t>(buckets);
-  plan.slots = static_cast<uint32_t>(std::min<uint64_t>(slots, uint64_t{1} << 28));
+  plan.slots = static_cast<uint32_t>(std::min<uint64_t>(slots, UINT32_MAX));  // used only if usable
   plan.levels = bits <= kMaxLevelBits ? 1 : 2;
   const uint32_t bits2 = plan.levels == 1 ? 0 : bits / 2;
   const uint32_t bits1 = bits - bits2;
@@ -247,7 +247,7 @@ absl::Status EgraphImage::PlanBuckets(const char* what) {
   VYRE_CU(what, cuFuncGetAttribute, &fixed, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES,
           kernels_.bucket_group);
   const uint64_t limit = ctx.device().max_shared_memory_per_block;
-  plan.usable = slots <= (uint64_t{1} << 28) && pass_shared + static_cast<uint64_t>(fixed) <= limit;
+  plan.usable = pass_shared + static_cast<uint64_t>(fixed) <= limit;
   int emit_fixed = 0;
   VYRE_CU(what, cuFuncGetAttribute, &emit_fixed, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES,
           kernels_.bucket_emit);
@@ -310,8 +310,12 @@ absl::Status EgraphImage::CreateOnDevice(const vyre_egraph_image_desc& desc, con
   // in the table's span (four slots of 8 bytes per row): the pass and the
   // table never hold anything at once. args_.forms stays 0 so that a
   // rebuild's refresh does not write them; the pass sets it (PassArgs).
-  args_.bucket_list = args_.table;
-  pass_forms_ = args_.table + (rows_ * 8 + kSpanAlignment - 1) / kSpanAlignment * kSpanAlignment;
+  uint64_t cursor = 0, list = 0, forms = 0;
+  // Fits: the span holds at least 32 bytes per row (and 8 KiB).
+  Place(&cursor, rows_ * 8, &list);
+  Place(&cursor, rows_ * 16, &forms);
+  args_.bucket_list = args_.table + list;
+  pass_forms_ = args_.table + forms;
   args_.bucket_slots = bucket_plan_.slots;
   args_.bucket_stage = bucket_plan_.stage;
 
@@ -362,12 +366,7 @@ absl::Status EgraphImage::Launch(CUfunction kernel, uint64_t items, const VyreEg
                                  const char* what) const {
   const uint64_t wanted = (std::max<uint64_t>(items, 1) + kBlockThreads - 1) / kBlockThreads;
   const uint32_t blocks = static_cast<uint32_t>(std::min<uint64_t>(wanted, max_blocks_));
-  VyreEgArgs copy = args;
-  void* params[] = {&copy};
-  VYRE_CU(what, cuLaunchKernel, kernel, blocks, 1, 1, kBlockThreads, 1, 1, 0, context_->stream(),
-          params, nullptr);
-  context_->telemetry().kernel_launches.Add();
-  return absl::OkStatus();
+  return LaunchShaped(kernel, blocks, kBlockThreads, 0, what, &args);
 }
 
 VyreEgArgs EgraphImage::PassArgs() const {

@@ -254,6 +254,17 @@ __device__ __forceinline__ void AddPerWarp(u32* counter, u32 value) {
   if ((threadIdx.x & 31u) == 0 && value != 0) atomicAdd(counter, value);
 }
 
+// The next place of a cursor (counter) for each lane of the warp that
+// takes one, with one atomic per warp; every lane of the warp must call it.
+__device__ __forceinline__ u32 WarpTake(u32* cursor, bool take) {
+  const u32 lane = threadIdx.x & 31u;
+  const u32 ballot = __ballot_sync(0xFFFFFFFFu, take);
+  if (ballot == 0) return 0;
+  u32 first = 0;
+  if (lane == 0) first = atomicAdd(cursor, __popc(ballot));
+  return __shfl_sync(0xFFFFFFFFu, first, 0) + __popc(ballot & ((1u << lane) - 1u));
+}
+
 constexpr u32 kBlockThreads = 256;
 constexpr u32 kBlockWarps = kBlockThreads / 32;
 
@@ -934,10 +945,7 @@ extern "C" __global__ void __launch_bounds__(kBucketThreads) vyre_eg_bucket_grou
     if (result == 0) atomicExch(&Counters(a)->overflow, 1u);
     list[place] = result;
   }
-  for (int offset = 16; offset > 0; offset >>= 1) {
-    candidates += __shfl_down_sync(0xFFFFFFFFu, candidates, offset);
-  }
-  if ((threadIdx.x & 31u) == 0 && candidates != 0) atomicAdd(&block_candidates, candidates);
+  AddPerWarp(&block_candidates, candidates);
   __syncthreads();
   if (threadIdx.x == 0 && block_candidates != 0) {
     atomicAdd(&Counters(a)->candidates, block_candidates);
@@ -1006,12 +1014,8 @@ extern "C" __global__ void __launch_bounds__(kBucketThreads) vyre_eg_bucket_emit
       if (place < end) list[place] = is_new ? pair : kEmptyPair;
       continue;
     }
-    const u32 ballot = __ballot_sync(0xFFFFFFFFu, is_new);
-    if (ballot == 0) continue;
-    u32 warp_first = 0;
-    if (lane == 0) warp_first = atomicAdd(&block_pairs, __popc(ballot));
-    warp_first = __shfl_sync(0xFFFFFFFFu, warp_first, 0);
-    if (is_new) stage[warp_first + __popc(ballot & ((1u << lane) - 1u))] = pair;
+    const u32 index = WarpTake(&block_pairs, is_new);
+    if (is_new) stage[index] = pair;
   }
   if (!staged) {
     // Count the pairs written over the places.
@@ -1020,10 +1024,7 @@ extern "C" __global__ void __launch_bounds__(kBucketThreads) vyre_eg_bucket_emit
     for (u32 place = first + threadIdx.x; place < end; place += blockDim.x) {
       mine_new += list[place] != kEmptyPair ? 1u : 0u;
     }
-    for (int offset = 16; offset > 0; offset >>= 1) {
-      mine_new += __shfl_down_sync(0xFFFFFFFFu, mine_new, offset);
-    }
-    if (lane == 0 && mine_new != 0) atomicAdd(&block_pairs, mine_new);
+    AddPerWarp(&block_pairs, mine_new);
   }
   __syncthreads();
   if (threadIdx.x == 0) {
@@ -1050,11 +1051,7 @@ extern "C" __global__ void __launch_bounds__(kBucketThreads) vyre_eg_bucket_emit
     const u32 place = base + lane;
     const u64 e = place < end ? list[place] : kEmptyPair;
     const bool is_new = e != kEmptyPair;
-    const u32 ballot = __ballot_sync(0xFFFFFFFFu, is_new);
-    if (ballot == 0) continue;
-    u32 warp_first = 0;
-    if (lane == 0) warp_first = atomicAdd(&block_pairs, __popc(ballot));
-    warp_first = __shfl_sync(0xFFFFFFFFu, warp_first, 0);
-    if (is_new) put(block_first + warp_first + __popc(ballot & ((1u << lane) - 1u)), e);
+    const u32 index = WarpTake(&block_pairs, is_new);
+    if (is_new) put(block_first + index, e);
   }
 }
