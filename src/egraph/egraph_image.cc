@@ -24,9 +24,9 @@ constexpr uint32_t kBlockThreads = 256;
 constexpr uint64_t kFirstPairCapacity = uint64_t{1} << 16;
 // The bucketed pass (congruence.cu): about this many rows per bucket, at
 // most this many buckets (their counts sit in one block's shared memory),
-// at least two table slots per expected row, and the block shapes. One
-// counting block per multiprocessor keeps each block's run of a bucket tens
-// of entries long.
+// at least two table slots per expected row, and the block shapes. Two
+// level-1 blocks per multiprocessor (the scatter's shape: one block's tile
+// loads overlap the other's sorting) keep each block's run of a bin long.
 constexpr uint64_t kRowsPerBucket = 4096;
 constexpr uint64_t kMaxBuckets = 16384;
 constexpr uint64_t kMinBucketSlots = 8192;
@@ -240,8 +240,11 @@ absl::Status EgraphImage::PlanBuckets(const char* what) {
   plan.bins2 = uint32_t{1} << bits2;
   plan.shift2 = 32 - bits1 - bits2;
   plan.blocks1 = static_cast<uint32_t>(
-      std::clamp<uint64_t>((rows + kRowsPerCountBlock - 1) / kRowsPerCountBlock, 1, sms));
-  plan.blocks2 = static_cast<uint32_t>(std::max<uint64_t>((2 * sms + plan.bins1 - 1) / plan.bins1, 1));
+      std::clamp<uint64_t>((rows + kRowsPerCountBlock - 1) / kRowsPerCountBlock, 1, 2 * sms));
+  // All of level 2's blocks in one wave of two per SM: rounding up (320
+  // blocks for 264 places on an H100) left a second wave of a fifth of them
+  // (170 us for its scatter at 16 M rows).
+  plan.blocks2 = static_cast<uint32_t>(std::max<uint64_t>(2 * sms / plan.bins1, 1));
   const uint64_t pass_shared = slots * kBucketSlotBytes;
   int fixed = 0;
   VYRE_CU(what, cuFuncGetAttribute, &fixed, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES,
@@ -733,6 +736,7 @@ absl::Status EgraphImage::Pass(uint32_t* pairs, uint64_t capacity, uint64_t* out
     init.full = 1;
     VYRE_RETURN_IF_ERROR(ResetCounters(init, what));
     VYRE_RETURN_IF_ERROR(EnsureRowRecords(what));
+    args_.parent_state = parent_state_;
     bool bucketed = bucket_plan_.usable && rows_ > 0;
     // Only the bucketed pass reads the packed forms.
     VYRE_RETURN_IF_ERROR(Launch(kernels_.refresh, rows_, bucketed ? PassArgs() : args_, what));

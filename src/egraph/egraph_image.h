@@ -111,6 +111,10 @@ class EgraphImage {
   uint64_t handle_ = 0;
   uint64_t rows_ = 0, classes_ = 0, child_count_ = 0;
   uint64_t canonical_classes_ = 0;
+  // What the device union-find is known to be (VYRE_EG_PARENT_*): every class
+  // its own root from creation until something merges; flat after a finished
+  // rebuild; unknown while one runs (or if one stopped part way).
+  uint32_t parent_state_ = VYRE_EG_PARENT_IDENTITY;
   unsigned cpu_threads_ = 0;
 
   // CPU images.

@@ -202,6 +202,13 @@ absl::Status EgraphRebuild::StartOnDevice(const vyre_egraph_rebuild_desc& desc, 
     VYRE_RETURN_IF_ERROR(im.Launch(im.kernels_.compress, im.classes_, im.args_, what));
     VYRE_RETURN_IF_ERROR(im.Launch(im.kernels_.settle, im.classes_, im.args_, what));
   }
+  // The union-find as round 1 finds it; unknown to later calls until this
+  // rebuild finishes.
+  start_parent_state_ = (desc.flags & VYRE_EGRAPH_REBUILD_RESET) ? VYRE_EG_PARENT_IDENTITY
+                                                                  : im.parent_state_;
+  if (desc.union_count > 0) start_parent_state_ = VYRE_EG_PARENT_FLAT;  // compress + settle
+  im.args_.parent_state = start_parent_state_;
+  im.parent_state_ = VYRE_EG_PARENT_ANY;
   batch_ = kFirstBatch;
   VYRE_RETURN_IF_ERROR(EnqueueRounds(batch_, what));
   if (done_) VYRE_CU(what, cuEventRecord, done_.get(), stream);
@@ -268,6 +275,11 @@ absl::Status EgraphRebuild::Finish(bool read_back, const char* what) {
     std::unique_lock<std::mutex> image_lock;
     if (!synchronous_) image_lock = std::unique_lock<std::mutex>(im.mutex());
     im.canonical_classes_ = result_.classes_after;
+    // Every round ends with each entry a root (relink).
+    const bool merged = seen.merges != 0 || seen.union_merges != 0;
+    im.parent_state_ = start_parent_state_ == VYRE_EG_PARENT_IDENTITY && !merged
+                           ? VYRE_EG_PARENT_IDENTITY
+                           : VYRE_EG_PARENT_FLAT;
   }
   return absl::OkStatus();
 }

@@ -61,6 +61,7 @@ class EgraphRebuild final : public PendingWork {
   uint32_t* canonical_out_ = nullptr;
   vyre_egraph_rebuild_result* result_out_ = nullptr;
   uint32_t batch_ = 0;
+  uint32_t start_parent_state_ = VYRE_EG_PARENT_ANY;  // the union-find round 1 finds
   uint64_t classes_before_ = 0;
   PoolBlock unions_device_, unions_pinned_;
   PooledEvent start_, end_, done_;

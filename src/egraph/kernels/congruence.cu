@@ -369,6 +369,16 @@ extern "C" __global__ void __launch_bounds__(kBlockThreads) vyre_eg_refresh(Vyre
   const u32 table_round = Counters(a)->table_round;
   const bool weak = a.weak_hash != 0;
   const u32 lane = threadIdx.x & 31u;
+  // A full refresh's one random load per child is the union-find's: the
+  // first round skips it when the host knows every class is its own root (a
+  // fresh image: the common pass), and takes one load when every entry is a
+  // root. Later full rounds (rare: a table near full) walk.
+  const u32 roots = rounds == 0 ? a.parent_state : VYRE_EG_PARENT_ANY;
+  auto root_of = [&](u32 x) {
+    if (roots == VYRE_EG_PARENT_IDENTITY) return x;
+    if (roots == VYRE_EG_PARENT_FLAT) return parent[x];
+    return Root(parent, x);
+  };
   u32 dirty_count = 0;
   // Whole warps step together (base is warp-uniform), for the ballot.
   for (u32 base = blockIdx.x * kBlockThreads; base < a.rows; base += GridStride()) {
@@ -384,7 +394,7 @@ extern "C" __global__ void __launch_bounds__(kBlockThreads) vyre_eg_refresh(Vyre
       const bool form_only = full && a.forms != 0 && len <= 2;
       u32* c = form_only ? pair : canon + off;
       if (full) {
-        for (u32 i = 0; i < len; ++i) c[i] = Root(parent, kids[off + i]);
+        for (u32 i = 0; i < len; ++i) c[i] = root_of(kids[off + i]);
         dirty = true;
       } else {
         // Every parent entry is a root here (the last round's relink made it
@@ -402,7 +412,7 @@ extern "C" __global__ void __launch_bounds__(kBlockThreads) vyre_eg_refresh(Vyre
         hash[r] = HashRow(ops[r], len, c, weak);
         if (full && a.forms != 0) {
           Ptr<uint4>(a.forms)[r] =
-              PackForm(ops[r], len, c, Root(parent, Ptr<const u32>(a.row_classes)[r]));
+              PackForm(ops[r], len, c, root_of(Ptr<const u32>(a.row_classes)[r]));
         }
         // The row's entries from before this round are stale from now on
         // (a full round starts a new table: round 0).
@@ -579,13 +589,13 @@ extern "C" __global__ void vyre_eg_pass_group(VyreEgArgs a) {
   });
 }
 
-// Adds (m, c) to the pass's pair set (its first mask + 1 slots); true when
-// it was not there yet.
-__device__ __forceinline__ bool InsertPair(const VyreEgArgs& a, u32 mask, u32 m, u32 c) {
+// Adds (m, c) to the pass's pair set (its first `slots` slots, any number);
+// true when it was not there yet.
+__device__ __forceinline__ bool InsertPair(const VyreEgArgs& a, u32 slots, u32 m, u32 c) {
   u64* set = Ptr<u64>(a.pair_set);
   const u64 key = (static_cast<u64>(m) << 32) | c;
-  u32 slot = Finish(Mix(m, c)) & mask;
-  for (u32 probe = 0; probe <= mask; ++probe, slot = (slot + 1u) & mask) {
+  u32 slot = __umulhi(Finish(Mix(m, c)), slots);
+  for (u32 probe = 0; probe < slots; ++probe, slot = slot + 1u == slots ? 0u : slot + 1u) {
     const u64 seen = atomicCAS(set + slot, kEmptyPair, key);
     if (seen == key) return false;
     if (seen == kEmptyPair) return true;
@@ -647,7 +657,7 @@ extern "C" __global__ void __launch_bounds__(kBlockThreads) vyre_eg_pass_emit(Vy
     if (r < a.rows && rep[r] != kEmpty) {
       c = Root(parent, classes[r]);
       m = group_min[rep[r]];
-      if (c != m) is_new = InsertPair(a, a.pair_set_mask, m, c);
+      if (c != m) is_new = InsertPair(a, a.pair_set_mask + 1u, m, c);
     }
     AppendPairs(a, is_new, m, c);
   }
@@ -686,6 +696,11 @@ extern "C" __global__ void __launch_bounds__(kBlockThreads) vyre_eg_pass_emit(Vy
 // five sweeps over bucket ranges, each reading every hash again).
 
 constexpr u32 kMaxPartBins = 256;
+// The count and scatter kernels' blocks (egraph_image.cc's kCountThreads),
+// two to an SM: the scatter's tile loads overlap the other block's sorting.
+constexpr u32 kPartScatterThreads = 1024;
+constexpr u32 kPartPerThread = 4;
+constexpr u32 kPartTile = kPartPerThread * kPartScatterThreads;
 // The prefix kernel's block (egraph_image.cc's kPartPrefixThreads).
 constexpr u32 kPartThreads = 256;
 
@@ -714,15 +729,25 @@ __device__ __forceinline__ u32 PartBin(const VyreEgArgs& a, u64 entry) {
 }
 
 // Per block: how many entries of its share fall in each bin.
-extern "C" __global__ void vyre_eg_part_count(VyreEgArgs a) {
+extern "C" __global__ void __launch_bounds__(kPartScatterThreads, 2) vyre_eg_part_count(VyreEgArgs a) {
   __shared__ u32 bin_rows[kMaxPartBins];
   for (u32 b = threadIdx.x; b < a.part_bins; b += blockDim.x) bin_rows[b] = 0;
   __syncthreads();
   u32 segment = 0, first = 0, end = 0;
   PartShare(a, &segment, &first, &end);
-  for (u32 i = first + threadIdx.x; i < end; i += blockDim.x) {
-    atomicAdd(&bin_rows[PartBin(a, PartEntry(a, i))], 1u);
+  // kCountLoads loads in flight per thread before their atomics: with one,
+  // a block per SM kept too few bytes in flight to stream the input (61-68
+  // us a level for 16 M rows on an H100, 3x its bytes' time).
+  constexpr u32 kCountLoads = 8;
+  u32 i = first + threadIdx.x;
+  for (; i + (kCountLoads - 1u) * blockDim.x < end; i += kCountLoads * blockDim.x) {
+    u32 bins[kCountLoads];
+#pragma unroll
+    for (u32 k = 0; k < kCountLoads; ++k) bins[k] = PartBin(a, PartEntry(a, i + k * blockDim.x));
+#pragma unroll
+    for (u32 k = 0; k < kCountLoads; ++k) atomicAdd(&bin_rows[bins[k]], 1u);
   }
+  for (; i < end; i += blockDim.x) atomicAdd(&bin_rows[PartBin(a, PartEntry(a, i))], 1u);
   __syncthreads();
   u32* counts = Ptr<u32>(a.part_counts) + static_cast<u64>(blockIdx.x) * a.part_bins;
   for (u32 b = threadIdx.x; b < a.part_bins; b += blockDim.x) counts[b] = bin_rows[b];
@@ -786,10 +811,7 @@ extern "C" __global__ void vyre_eg_part_prefix(VyreEgArgs a) {
 // consecutive places of one run: stored straight from each thread, every
 // 8-byte entry was its own L2 write (0.25-0.32 ms a level for 16 M rows on
 // an H100, with the DRAM traffic already low).
-constexpr u32 kPartPerThread = 4;
-constexpr u32 kPartScatterThreads = 1024;
-constexpr u32 kPartTile = kPartPerThread * kPartScatterThreads;
-extern "C" __global__ void __launch_bounds__(kPartScatterThreads) vyre_eg_part_scatter(VyreEgArgs a) {
+extern "C" __global__ void __launch_bounds__(kPartScatterThreads, 2) vyre_eg_part_scatter(VyreEgArgs a) {
   __shared__ u64 tile[kPartTile];
   __shared__ u32 next_place[kMaxPartBins];  // this block's next place in each bin's run
   __shared__ u32 tile_count[kMaxPartBins];
@@ -804,21 +826,30 @@ extern "C" __global__ void __launch_bounds__(kPartScatterThreads) vyre_eg_part_s
   u32 segment = 0, first = 0, end = 0;
   PartShare(a, &segment, &first, &end);
   u64* out = Ptr<u64>(a.part_out);
+  // Each tile's entries are loaded while the tile before is sorted and
+  // stored: loaded after it, every tile waited out a DRAM latency.
+  u64 e[kPartPerThread], next[kPartPerThread];
+  auto load_tile = [&](u32 tile_base, u64* into) {
+    const u32 tile_size = tile_base < end ? min(kPartTile, end - tile_base) : 0u;
+#pragma unroll
+    for (u32 k = 0; k < kPartPerThread; ++k) {
+      const u32 j = k * blockDim.x + threadIdx.x;
+      into[k] = j < tile_size ? PartEntry(a, tile_base + j) : 0ull;
+    }
+  };
+  load_tile(first, next);
   for (u32 tile_base = first; tile_base < end; tile_base += kPartTile) {
     const u32 tile_size = min(kPartTile, end - tile_base);
-    // Load (the tile's loads together), then rank each entry within its bin.
-    u64 e[kPartPerThread];
-    u32 bin[kPartPerThread], rank[kPartPerThread];
+    // Rank each entry within its bin (bins are recomputed, not kept: two
+    // blocks to an SM leave 32 registers a thread).
+    u32 rank[kPartPerThread];
+#pragma unroll
+    for (u32 k = 0; k < kPartPerThread; ++k) e[k] = next[k];
+    load_tile(tile_base + kPartTile, next);
 #pragma unroll
     for (u32 k = 0; k < kPartPerThread; ++k) {
       const u32 j = k * blockDim.x + threadIdx.x;
-      e[k] = j < tile_size ? PartEntry(a, tile_base + j) : 0ull;
-    }
-#pragma unroll
-    for (u32 k = 0; k < kPartPerThread; ++k) {
-      const u32 j = k * blockDim.x + threadIdx.x;
-      bin[k] = PartBin(a, e[k]);
-      rank[k] = j < tile_size ? atomicAdd(&tile_count[bin[k]], 1u) : 0u;
+      rank[k] = j < tile_size ? atomicAdd(&tile_count[PartBin(a, e[k])], 1u) : 0u;
     }
     __syncthreads();
     if (threadIdx.x < 32) {
@@ -844,7 +875,7 @@ extern "C" __global__ void __launch_bounds__(kPartScatterThreads) vyre_eg_part_s
 #pragma unroll
     for (u32 k = 0; k < kPartPerThread; ++k) {
       const u32 j = k * blockDim.x + threadIdx.x;
-      if (j < tile_size) tile[tile_first[bin[k]] + rank[k]] = e[k];
+      if (j < tile_size) tile[tile_first[PartBin(a, e[k])] + rank[k]] = e[k];
     }
     __syncthreads();
     for (u32 j = threadIdx.x; j < tile_size; j += blockDim.x) {
@@ -874,8 +905,9 @@ constexpr u32 kBucketThreads = 512;  // egraph_image.cc's kBucketPassThreads
 // One block per bucket: group the bucket's rows in shared memory. A group's
 // minimum class and its leader's class go to group_min and rep_slot at the
 // leader's place: inside the bucket's run, so in L2 while the block works.
-// Every row that joined a group, and every group, counts as a candidate for
-// a pair, so that vyre_eg_pair_set_clear can size the pair set. A row with
+// Every row that joined a group counts as a candidate (a group gives at most
+// one pair per joiner), so that vyre_eg_pair_set_clear can size the pair
+// set. A row with
 // no duplicate costs a read and a write of its list entry and a
 // shared-memory probe.
 extern "C" __global__ void __launch_bounds__(kBucketThreads) vyre_eg_bucket_group(VyreEgArgs a) {
@@ -937,8 +969,8 @@ extern "C" __global__ void __launch_bounds__(kBucketThreads) vyre_eg_bucket_grou
         continue;  // more than two children: compare them all
       }
       leader_class[leader] = other_form.w;  // every joiner writes the same
-      const u32 was = atomicMin(group_min + leader, min(my_form.w, other_form.w));
-      candidates += was == kEmpty ? 2u : 1u;  // the first joiner brings the leader
+      atomicMin(group_min + leader, min(my_form.w, other_form.w));
+      ++candidates;
       result = (static_cast<u64>(kJoinedRole | leader) << 32) | my_form.w;
       break;
     }
@@ -952,23 +984,25 @@ extern "C" __global__ void __launch_bounds__(kBucketThreads) vyre_eg_bucket_grou
   }
 }
 
-// The pair set in use: at least two slots per candidate (so it never fills)
-// and a power of two, within the set's span. Sized to the candidates, the
-// set of a pass that finds few pairs is cleared in microseconds and stays
-// in L2 (the whole span is 16 bytes per row: 256 MB for 16 M rows).
-__device__ __forceinline__ u32 PairSetMask(const VyreEgArgs& a) {
-  const u64 wanted = max(u64{2} * Counters(a)->candidates, u64{1024});
-  u64 slots = 1024;
-  while (slots < wanted) slots <<= 1;
-  return static_cast<u32>(min(slots - 1u, u64{a.pair_set_mask}));
+// The pair set in use: four slots per row that joined a group, within the
+// set's span. A group gives at most one pair per row beyond its first
+// (some row holds the minimum class), so the set is at most a quarter full:
+// an insertion's chain of dependent CASes stays short (at half full, the
+// emit of the fresh 16 M synthetic pass took 422 us instead of 360). Sized
+// by the joiners, not a power of two (InsertPair maps a hash with a
+// multiply), the set of a pass that finds few pairs is cleared in
+// microseconds and stays in L2: the whole span is 16 bytes per row.
+__device__ __forceinline__ u32 PairSetSlots(const VyreEgArgs& a) {
+  const u64 wanted = max(u64{4} * Counters(a)->candidates, u64{1024});
+  return static_cast<u32>(min(wanted, u64{a.pair_set_mask} + 1u));
 }
 
-// Clears the pair set in use and records its mask for vyre_eg_bucket_emit.
+// Clears the pair set in use and records its size for vyre_eg_bucket_emit.
 extern "C" __global__ void vyre_eg_pair_set_clear(VyreEgArgs a) {
-  const u32 mask = PairSetMask(a);
+  const u32 slots = PairSetSlots(a);
   u64* set = Ptr<u64>(a.pair_set);
-  for (u64 i = GlobalIndex(); i <= mask; i += GridStride()) set[i] = kEmptyPair;
-  if (GlobalIndex() == 0) Counters(a)->pair_mask = mask;
+  for (u64 i = GlobalIndex(); i < slots; i += GridStride()) set[i] = kEmptyPair;
+  if (GlobalIndex() == 0) Counters(a)->pair_slots = slots;
 }
 
 // One block per bucket: (minimum, class) for every member of a group of two
@@ -989,26 +1023,40 @@ extern "C" __global__ void __launch_bounds__(kBucketThreads) vyre_eg_bucket_emit
   const u32* group_min = Ptr<const u32>(a.group_min);
   const u32* leader_class = Ptr<const u32>(a.rep_slot);
   u64* list = Ptr<u64>(a.bucket_list);
-  const u32 set_mask = LoadVolatile(&Counters(a)->pair_mask);
+  const u32 set_slots = LoadVolatile(&Counters(a)->pair_slots);
   const u32 lane = threadIdx.x & 31u;
   if (threadIdx.x == 0) block_pairs = 0;
   __syncthreads();
-  // Whole warps step together, for the ballot.
+  // Whole warps step together, for the ballot. Each lane loads its next
+  // place's entry and group minimum (kEmpty for most leaders: a row alone)
+  // before working on this one, so the list's DRAM latency overlaps the
+  // set insertions.
+  u64 next_entry = 0;
+  u32 next_min = kEmpty;
+  auto load_next = [&](u32 place) {
+    if (place < end) {
+      next_entry = list[place];
+      next_min = group_min[place];
+    }
+  };
+  load_next(first + threadIdx.x);
   for (u32 base = first + (threadIdx.x - lane); base < end; base += blockDim.x) {
     const u32 place = base + lane;
+    const u64 e = next_entry;
+    const u32 min_here = next_min;
+    load_next(place + blockDim.x);
     u32 m = kEmpty, c = 0;
     if (place < end) {
-      const u64 e = list[place];
       const u32 role = static_cast<u32>(e >> 32);
       if (role == kLeaderRole) {
-        m = group_min[place];
+        m = min_here;
         if (m != kEmpty) c = leader_class[place];
       } else if (role & kJoinedRole) {
         m = group_min[role & ~kJoinedRole];
         c = static_cast<u32>(e);
       }
     }
-    const bool is_new = m != kEmpty && c != m && InsertPair(a, set_mask, m, c);
+    const bool is_new = m != kEmpty && c != m && InsertPair(a, set_slots, m, c);
     const u64 pair = (static_cast<u64>(m) << 32) | c;
     if (!staged) {
       if (place < end) list[place] = is_new ? pair : kEmptyPair;

@@ -28,8 +28,8 @@ struct VyreEgCounters {
   vyre_eg_u32 max_rounds;      // 0: no limit
   vyre_eg_u32 overflow;        // a probe ran the whole table (never expected)
   vyre_eg_u32 table_round;     // rounds since the table was last cleared (0: a full round)
-  vyre_eg_u32 candidates;      // bucketed pass: rows that may give a pair
-  vyre_eg_u32 pair_mask;       // bucketed pass: the pair set's slots in use - 1
+  vyre_eg_u32 candidates;      // bucketed pass: rows that joined a group (each gives <= 1 pair)
+  vyre_eg_u32 pair_slots;      // bucketed pass: the pair set's slots in use
   vyre_eg_u32 reserved;
 };
 
@@ -77,6 +77,17 @@ struct VyreEgArgs {
   // power of two) and the shift that takes a hash to its bin ((hash >>
   // part_shift) & (part_bins - 1)).
   vyre_eg_u32 part_segments, part_blocks, part_bins, part_shift;
+  // What a round-0 refresh may assume of the union-find (VYRE_EG_PARENT_*):
+  // the host knows it from what ran on the image since its creation.
+  vyre_eg_u32 parent_state, unused;
 };
+
+// Nothing known: walk each class to its root.
+#define VYRE_EG_PARENT_ANY 0u
+// Every entry is a root (after init, a finished rebuild, compress + settle):
+// one load gives a class's root.
+#define VYRE_EG_PARENT_FLAT 1u
+// Every class is its own root (nothing merged since init): no load at all.
+#define VYRE_EG_PARENT_IDENTITY 2u
 
 #endif  // VYRE_EGRAPH_KERNELS_EGRAPH_ARGS_H_
