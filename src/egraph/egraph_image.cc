@@ -23,13 +23,14 @@ constexpr uint32_t kBlockThreads = 256;
 // The pass's first pair output; it grows to what a pass finds.
 constexpr uint64_t kFirstPairCapacity = uint64_t{1} << 16;
 // The bucketed pass (congruence.cu): about this many rows per bucket, at
-// most this many buckets (their counts sit in one block's shared memory),
-// at least two table slots per expected row, and the block shapes. Two
+// most this many buckets (two partition levels of at most 256 bins, the
+// kernels' kMaxPartBins), at least two table slots per expected row, and
+// the block shapes. Two
 // level-1 blocks per multiprocessor (the scatter's shape: one block's tile
 // loads overlap the other's sorting) keep each block's run of a bin long.
-constexpr uint64_t kRowsPerBucket = 4096;
-constexpr uint64_t kMaxBuckets = 16384;
-constexpr uint64_t kMinBucketSlots = 8192;
+constexpr uint64_t kRowsPerBucket = 2048;
+constexpr uint64_t kMaxBuckets = 65536;
+constexpr uint64_t kMinBucketSlots = 4096;
 constexpr uint32_t kCountThreads = 1024;  // congruence.cu's kPartScatterThreads
 constexpr uint64_t kRowsPerCountBlock = 8192;
 constexpr uint32_t kBucketPassThreads = 512;  // congruence.cu's kBucketThreads
@@ -37,8 +38,10 @@ constexpr uint32_t kBucketPassThreads = 512;  // congruence.cu's kBucketThreads
 // kMaxPartBins is 256; 128 keeps every block's open runs few).
 constexpr uint32_t kMaxLevelBits = 7;
 constexpr uint32_t kPartPrefixThreads = 256;  // congruence.cu's kPartThreads
-// Bytes of shared memory a bucket table slot takes: (hash, list place).
-constexpr uint64_t kBucketSlotBytes = 8;
+// Bytes of shared memory a bucket table slot takes: (hash, leader row), the
+// group's minimum class and its leader's class. 4,096 slots (64 KB) leave
+// room for three blocks per SM on an H100.
+constexpr uint64_t kBucketSlotBytes = 16;
 
 // Places `bytes` at the cursor (aligned) and advances it.
 bool Place(uint64_t* cursor, uint64_t bytes, uint64_t* at) {
@@ -260,10 +263,12 @@ absl::Status EgraphImage::PlanBuckets(const char* what) {
             CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
             static_cast<int>(limit - static_cast<uint64_t>(fixed)));
     plan.pass_shared = static_cast<uint32_t>(pass_shared);
-    // Room for the pairs of a bucket twice the expected size: a larger
-    // (skewed) bucket writes its pairs over its list entries instead.
+    // An emit block takes two buckets, and has room for the pairs of a
+    // range twice their expected size: a larger (skewed) range leaves its
+    // pairs in its list places instead.
+    plan.emit_buckets = 2;
     const uint64_t room = (limit - std::min<uint64_t>(limit, emit_fixed)) / 8;
-    plan.stage = static_cast<uint32_t>(std::min<uint64_t>(per_bucket * 2, room));
+    plan.stage = static_cast<uint32_t>(std::min<uint64_t>(per_bucket * 2 * plan.emit_buckets, room));
     plan.emit_shared = plan.stage * 8;
     VYRE_CU(what, cuFuncSetAttribute, kernels_.bucket_emit,
             CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
@@ -321,6 +326,8 @@ absl::Status EgraphImage::CreateOnDevice(const vyre_egraph_image_desc& desc, con
   pass_forms_ = args_.table + forms;
   args_.bucket_slots = bucket_plan_.slots;
   args_.bucket_stage = bucket_plan_.stage;
+  args_.bucket_count = bucket_plan_.buckets;
+  args_.emit_buckets = bucket_plan_.emit_buckets;
 
   CUstream stream = ctx.stream();
   struct {
@@ -691,8 +698,9 @@ absl::Status EgraphImage::EnqueuePassPairs(bool bucketed, const char* what) {
     // The pair set is cleared on the device, as far as the groups need.
     VYRE_RETURN_IF_ERROR(
         Launch(kernels_.pair_set_clear, uint64_t{args_.pair_set_mask} + 1, PassArgs(), what));
-    return LaunchShaped(kernels_.bucket_emit, bucket_plan_.buckets, kBucketPassThreads,
-                        bucket_plan_.emit_shared, what);
+    const BucketPlan& p = bucket_plan_;
+    return LaunchShaped(kernels_.bucket_emit, (p.buckets + p.emit_buckets - 1) / p.emit_buckets,
+                        kBucketPassThreads, p.emit_shared, what);
   }
   VYRE_CU(what, cuMemsetD32Async, args_.pair_set, 0xFFFFFFFFu,
           (uint64_t{args_.pair_set_mask} + 1) * 2, stream);

@@ -151,6 +151,7 @@ class EgraphImage {
     bool usable = false;
     uint32_t buckets = 1, slots = 0, pass_shared = 0, levels = 1;
     uint32_t stage = 0, emit_shared = 0;  // pairs the emit kernel collects in shared memory
+    uint32_t emit_buckets = 1;            // buckets per emit block
     uint32_t bins1 = 1, shift1 = 0, blocks1 = 1;
     uint32_t bins2 = 1, shift2 = 0, blocks2 = 1;
   } bucket_plan_;

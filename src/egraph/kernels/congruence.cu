@@ -892,35 +892,43 @@ extern "C" __global__ void __launch_bounds__(kPartScatterThreads, 2) vyre_eg_par
   }
 }
 
-// What a bucket's first phase leaves in each list place for the second
-// (places are below 2^30): a leader (the row placed in the table) has
-// kLeaderRole in the high word and its row in the low; a row that joined a
-// group has kJoinedRole | the leader's place in the high word and the root
-// of its class in the low; 0 means the probe ran past its limit.
+// What grouping leaves in each list place until the bucket's groups are
+// whole: a leader (the row placed in the table) has kLeaderRole | its slot
+// in the high word and its row in the low; a row that joined a group has
+// kJoinedRole | the group's slot in the high word and the root of its class
+// in the low; 0 means the probe ran past its limit.
 constexpr u32 kLeaderRole = 0x40000000u;
 constexpr u32 kJoinedRole = 0x80000000u;
+constexpr u32 kRoleSlot = 0x0FFFFFFFu;
 constexpr u32 kBucketProbeLimit = 256;
 constexpr u32 kBucketThreads = 512;  // egraph_image.cc's kBucketPassThreads
 
-// One block per bucket: group the bucket's rows in shared memory. A group's
-// minimum class and its leader's class go to group_min and rep_slot at the
-// leader's place: inside the bucket's run, so in L2 while the block works.
-// Every row that joined a group counts as a candidate (a group gives at most
-// one pair per joiner), so that vyre_eg_pair_set_clear can size the pair
-// set. A row with
-// no duplicate costs a read and a write of its list entry and a
-// shared-memory probe.
+// One block per bucket: group the bucket's rows in shared memory, then
+// leave in each list place the pair (group minimum, class) that row gives,
+// or kEmptyPair. The table (dynamic shared memory: bucket_slots entries of
+// (hash, leader row), then a group minimum and a leader class per slot)
+// holds everything a group needs, so a joining row's confirmation is two
+// 16-byte form loads (its own and the leader's, whose row the entry names)
+// and a shared-memory atomicMin. Kept in global memory (the leader's place
+// in the list, per-place minima and leader classes), the same cost a DRAM
+// write per place to initialise, an L2 round trip per join to find the
+// leader's row and one per join for the minimum: 515 us for the fresh
+// 16 M-row synthetic pass on an H100. Every row that joined a group counts
+// as a candidate (a group gives at most one pair per joiner), so that
+// vyre_eg_pair_set_clear can size the pair set.
 extern "C" __global__ void __launch_bounds__(kBucketThreads) vyre_eg_bucket_group(VyreEgArgs a) {
   extern __shared__ u64 slots[];
   __shared__ u32 block_candidates;
   const u32 table_slots = a.bucket_slots;
+  u32* group_min = reinterpret_cast<u32*>(slots + table_slots);
+  u32* leader_class = group_min + table_slots;
   const u32* starts = Ptr<const u32>(a.bucket_starts);
   const u32 first = starts[blockIdx.x];
   const u32 end = starts[blockIdx.x + 1];
-  u32* group_min = Ptr<u32>(a.group_min);
-  u32* leader_class = Ptr<u32>(a.rep_slot);
-  for (u32 i = threadIdx.x; i < table_slots; i += blockDim.x) slots[i] = kEmptyEntry;
-  for (u32 place = first + threadIdx.x; place < end; place += blockDim.x) group_min[place] = kEmpty;
+  for (u32 i = threadIdx.x; i < table_slots; i += blockDim.x) {
+    slots[i] = kEmptyEntry;
+    group_min[i] = kEmpty;
+  }
   if (threadIdx.x == 0) block_candidates = 0;
   __syncthreads();
   u64* list = Ptr<u64>(a.bucket_list);
@@ -945,17 +953,14 @@ extern "C" __global__ void __launch_bounds__(kBucketThreads) vyre_eg_bucket_grou
     for (u32 probe = 0; probe < probe_limit; ++probe, slot = (slot + 1u) & mask) {
       u64 e = slots[slot];
       if (e == kEmptyEntry) {
-        e = atomicCAS(slots + slot, kEmptyEntry, (static_cast<u64>(h) << 32) | place);
+        e = atomicCAS(slots + slot, kEmptyEntry, (static_cast<u64>(h) << 32) | row);
         if (e == kEmptyEntry) {
-          result = (static_cast<u64>(kLeaderRole) << 32) | row;
+          result = (static_cast<u64>(kLeaderRole | slot) << 32) | row;
           break;
         }
       }
       if (static_cast<u32>(e >> 32) != h) continue;
-      const u32 leader = static_cast<u32>(e);
-      // The low word of a leader's entry is its row, before and after it
-      // wrote its role.
-      const u32 other = static_cast<u32>(LoadVolatile(list + leader));
+      const u32 other = static_cast<u32>(e);
       if (!have_form) {
         my_form = forms[row];
         have_form = true;
@@ -968,10 +973,10 @@ extern "C" __global__ void __launch_bounds__(kBucketThreads) vyre_eg_bucket_grou
           !SameForm(canon, records[row], records[other])) {
         continue;  // more than two children: compare them all
       }
-      leader_class[leader] = other_form.w;  // every joiner writes the same
-      atomicMin(group_min + leader, min(my_form.w, other_form.w));
+      leader_class[slot] = other_form.w;  // every joiner writes the same
+      atomicMin(group_min + slot, min(my_form.w, other_form.w));
       ++candidates;
-      result = (static_cast<u64>(kJoinedRole | leader) << 32) | my_form.w;
+      result = (static_cast<u64>(kJoinedRole | slot) << 32) | my_form.w;
       break;
     }
     if (result == 0) atomicExch(&Counters(a)->overflow, 1u);
@@ -981,6 +986,22 @@ extern "C" __global__ void __launch_bounds__(kBucketThreads) vyre_eg_bucket_grou
   __syncthreads();
   if (threadIdx.x == 0 && block_candidates != 0) {
     atomicAdd(&Counters(a)->candidates, block_candidates);
+  }
+  // The groups are whole: each place's pair. A thread reads back the places
+  // it wrote.
+  for (u32 place = first + threadIdx.x; place < end; place += blockDim.x) {
+    const u64 e = list[place];
+    const u32 role = static_cast<u32>(e >> 32);
+    const u32 slot = role & kRoleSlot;
+    u32 m = kEmpty, c = 0;
+    if (role & kJoinedRole) {
+      m = group_min[slot];
+      c = static_cast<u32>(e);
+    } else if (role & kLeaderRole) {
+      m = group_min[slot];  // kEmpty: a row alone
+      c = leader_class[slot];
+    }
+    list[place] = m != kEmpty && c != m ? (static_cast<u64>(m) << 32) | c : kEmptyPair;
   }
 }
 
@@ -1005,61 +1026,43 @@ extern "C" __global__ void vyre_eg_pair_set_clear(VyreEgArgs a) {
   if (GlobalIndex() == 0) Counters(a)->pair_slots = slots;
 }
 
-// One block per bucket: (minimum, class) for every member of a group of two
-// or more whose class is not the group's minimum, once. The block collects
-// its new pairs in shared memory (a_bucket_stage of them; a bucket with more
-// rows than that writes each new pair over its place's entry instead), then
+// One block per a.emit_buckets buckets: the pairs vyre_eg_bucket_group left
+// in their places, each once. The block collects its new pairs in shared
+// memory (a.bucket_stage of them; a range of more places than that leaves
+// each new pair in its place and kEmptyPair in the others instead), then
 // one atomicAdd reserves the block's run of the output and the block copies
 // them there: two barriers per block, where a barrier per step (AppendPairs)
 // kept every warp waiting for the slowest one's loads and set insertions.
+// Half the blocks of the grouping kernel: with one 2,048-row bucket each,
+// warps spent half their time at the barrier waiting for the slowest
+// insertion chain (466 us for the fresh 16 M-row pass on an H100).
 extern "C" __global__ void __launch_bounds__(kBucketThreads) vyre_eg_bucket_emit(VyreEgArgs a) {
   extern __shared__ u64 stage[];
   __shared__ u32 block_pairs, block_count;
   __shared__ u64 block_first;
   const u32* starts = Ptr<const u32>(a.bucket_starts);
-  const u32 first = starts[blockIdx.x];
-  const u32 end = starts[blockIdx.x + 1];
+  const u32 first_bucket = blockIdx.x * a.emit_buckets;
+  const u32 first = starts[first_bucket];
+  const u32 end = starts[min(first_bucket + a.emit_buckets, a.bucket_count)];
   const bool staged = end - first <= a.bucket_stage;
-  const u32* group_min = Ptr<const u32>(a.group_min);
-  const u32* leader_class = Ptr<const u32>(a.rep_slot);
   u64* list = Ptr<u64>(a.bucket_list);
   const u32 set_slots = LoadVolatile(&Counters(a)->pair_slots);
   const u32 lane = threadIdx.x & 31u;
   if (threadIdx.x == 0) block_pairs = 0;
   __syncthreads();
   // Whole warps step together, for the ballot. Each lane loads its next
-  // place's entry and group minimum (kEmpty for most leaders: a row alone)
-  // before working on this one, so the list's DRAM latency overlaps the
-  // set insertions.
-  u64 next_entry = 0;
-  u32 next_min = kEmpty;
-  auto load_next = [&](u32 place) {
-    if (place < end) {
-      next_entry = list[place];
-      next_min = group_min[place];
-    }
-  };
-  load_next(first + threadIdx.x);
+  // place's pair before working on this one, so the list's DRAM latency
+  // overlaps the set insertions.
+  u64 next = first + threadIdx.x < end ? list[first + threadIdx.x] : kEmptyPair;
   for (u32 base = first + (threadIdx.x - lane); base < end; base += blockDim.x) {
     const u32 place = base + lane;
-    const u64 e = next_entry;
-    const u32 min_here = next_min;
-    load_next(place + blockDim.x);
-    u32 m = kEmpty, c = 0;
-    if (place < end) {
-      const u32 role = static_cast<u32>(e >> 32);
-      if (role == kLeaderRole) {
-        m = min_here;
-        if (m != kEmpty) c = leader_class[place];
-      } else if (role & kJoinedRole) {
-        m = group_min[role & ~kJoinedRole];
-        c = static_cast<u32>(e);
-      }
-    }
-    const bool is_new = m != kEmpty && c != m && InsertPair(a, set_slots, m, c);
-    const u64 pair = (static_cast<u64>(m) << 32) | c;
+    const u64 pair = next;
+    next = place + blockDim.x < end ? list[place + blockDim.x] : kEmptyPair;
+    const bool is_new = pair != kEmptyPair &&
+                        InsertPair(a, set_slots, static_cast<u32>(pair >> 32),
+                                   static_cast<u32>(pair));
     if (!staged) {
-      if (place < end) list[place] = is_new ? pair : kEmptyPair;
+      if (place < end && !is_new && pair != kEmptyPair) list[place] = kEmptyPair;
       continue;
     }
     const u32 index = WarpTake(&block_pairs, is_new);

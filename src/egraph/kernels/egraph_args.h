@@ -70,9 +70,10 @@ struct VyreEgArgs {
   vyre_eg_u64 forms;
   vyre_eg_u32 rows, classes, table_mask, union_count;
   vyre_eg_u32 pair_set_mask, pair_capacity, weak_hash, hooked_words;
-  // Slots of a bucket's shared-memory table (a power of two); the pairs a
-  // bucket's block can collect in shared memory.
-  vyre_eg_u32 bucket_slots, bucket_stage;
+  // Buckets; slots of a bucket's shared-memory table (a power of two); the
+  // pairs an emit block can collect in shared memory, and the buckets it
+  // takes.
+  vyre_eg_u32 bucket_count, bucket_slots, bucket_stage, emit_buckets;
   // The partition level: segments, blocks per segment, bins per segment (a
   // power of two) and the shift that takes a hash to its bin ((hash >>
   // part_shift) & (part_bins - 1)).
