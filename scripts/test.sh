@@ -33,8 +33,8 @@ cmake --build --preset asan -j"$jobs"
 # ASan cannot do; it ran above.
 ctest --preset asan -j"$jobs" -LE python
 cmake --preset tsan
-cmake --build --preset tsan -j"$jobs" --target api_fake_driver_test fault_injection_test graph_fake_test host_transfer_test device_fault_test
-ctest --preset tsan -j"$jobs" -R '^unit\.(api_fake_driver|fault_injection|graph_fake_driver|host_transfer|device_fault)$'
+cmake --build --preset tsan -j"$jobs" --target api_fake_driver_test fault_injection_test graph_fake_test host_transfer_test device_fault_test copy_workers_test
+ctest --preset tsan -j"$jobs" -R '^unit\.(api_fake_driver|fault_injection|graph_fake_driver|host_transfer|device_fault|copy_workers)$'
 cmake --preset fuzz
 cmake --build --preset fuzz -j"$jobs"
 ctest --preset fuzz -j"$jobs"
