@@ -45,7 +45,7 @@ std::vector<unsigned char> RandomBytes(uint64_t n, std::mt19937_64& rng) {
   for (uint64_t i = 0; i < dst_shift; ++i) {
     if (dst[i] != kGuard) return ::testing::AssertionFailure() << "wrote before dst at " << i;
   }
-  if (std::memcmp(dst.data() + dst_shift, src.data(), src.size()) == 0) {
+  if (src.empty() || std::memcmp(dst.data() + dst_shift, src.data(), src.size()) == 0) {
     // Fast path; the loop below names the first wrong byte.
   } else {
     for (uint64_t i = 0; i < src.size(); ++i) {
