@@ -278,7 +278,7 @@ typedef struct vyre_context_desc {
    * starting as soon as it is filled and overlapping the copy of the next.
    * 0 picks the default for each field. */
   /** Bytes per pinned chunk: a multiple of 64 KiB from 64 KiB to 256 MiB;
-   *  0 = 16 MiB. */
+   *  0 = 8 MiB. */
   uint64_t staging_chunk_bytes;
   /** Chunks in the ring: 2 to 64; 0 = 4. */
   uint32_t staging_chunk_count;

@@ -90,7 +90,7 @@ type ContextOptions struct {
 	TransientPoolLimitBytes uint64
 	PinnedPoolLimitBytes    uint64
 	// The pipeline that moves large pageable host data: bytes per pinned
-	// chunk (a multiple of 64 KiB, 64 KiB..256 MiB; 0: 16 MiB), chunks in the
+	// chunk (a multiple of 64 KiB, 64 KiB..256 MiB; 0: 8 MiB), chunks in the
 	// ring (2..64; 0: 4) and copy threads (1..64; 0: min(8, cores)).
 	StagingChunkBytes uint64
 	StagingChunkCount uint32

@@ -12,10 +12,13 @@ namespace {
 constexpr uint64_t kKiB = 1024;
 constexpr uint64_t kMiB = kKiB * 1024;
 constexpr uint64_t kChunkGranule = 64 * kKiB;
-// Defaults from the staging sweep of bench/host_transfer_bench.cc (H200,
-// PCIe 5, 64 MiB per buffer): 16 MiB x 4 chunks and 8 threads reached
-// 1.38x the pinned floor for a host dispatch; 4 threads, 2.2x.
-constexpr uint64_t kDefaultChunkBytes = 16 * kMiB;
+// Defaults from the staging sweep of bench/host_transfer_bench.cc (H100,
+// PCIe 5, 64 MiB per buffer, helpers that watch for copies): 8 MiB x 4
+// chunks and 8 threads gave the fastest host dispatch in three sweeps
+// (5.07-5.23 ms, 1.36-1.42x the pinned floor; 16 MiB chunks 5.36-5.53 ms, 4
+// MiB 5.65-6.57). With helpers that slept between copies, 16 MiB had been
+// best (fewer handoffs); 1 or 2 threads are 2-5x slower.
+constexpr uint64_t kDefaultChunkBytes = 8 * kMiB;
 constexpr uint64_t kMaxChunkBytes = 256 * kMiB;
 constexpr uint32_t kDefaultChunkCount = 4;
 constexpr uint32_t kMaxChunkCount = 64;
@@ -43,7 +46,7 @@ absl::StatusOr<StagingConfig> ResolveStagingConfig(const vyre_context_desc& desc
   if (config.chunk_bytes % kChunkGranule != 0 || config.chunk_bytes > kMaxChunkBytes) {
     return Errorf(VYRE_STATUS_INVALID_ARGUMENT,
                   "%s: staging_chunk_bytes is %u. Fix: use a multiple of 64 KiB from 64 KiB to "
-                  "256 MiB, or 0 for the default (16 MiB).",
+                  "256 MiB, or 0 for the default (8 MiB).",
                   what, desc.staging_chunk_bytes);
   }
   config.chunk_count = desc.staging_chunk_count ? desc.staging_chunk_count : kDefaultChunkCount;

@@ -86,7 +86,7 @@ pub struct ContextOptions {
     /// Most bytes the pinned staging pool keeps cached (0: 1 GiB).
     pub pinned_pool_limit_bytes: u64,
     /// Bytes per pinned chunk of the staging ring for large pageable copies
-    /// (a multiple of 64 KiB, 64 KiB to 256 MiB; 0: 16 MiB).
+    /// (a multiple of 64 KiB, 64 KiB to 256 MiB; 0: 8 MiB).
     pub staging_chunk_bytes: u64,
     /// Chunks in the ring (2 to 64; 0: 4).
     pub staging_chunk_count: u32,
