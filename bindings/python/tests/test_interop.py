@@ -56,8 +56,8 @@ def consume(capsule, versioned=False):
     return cls.from_address(address), address
 
 
-def call_deleter(managed, address):
-    ctypes.CFUNCTYPE(None, ctypes.c_void_p)(managed.deleter)(address)
+def call_deleter(deleter, address):
+    ctypes.CFUNCTYPE(None, ctypes.c_void_p)(deleter)(address)
 
 
 class CaiArray:
@@ -162,9 +162,13 @@ class DLPackCapsuleTest(unittest.TestCase):
                 del cap  # renamed: the capsule no longer owns it
                 gc.collect()
                 self.assertEqual(self.released, [])
-                call_deleter(managed, address)
+                # Read once: the first call frees the managed tensor, so a
+                # second read of its deleter field would read freed memory
+                # (it segfaulted once on the GPU machine).
+                deleter = managed.deleter
+                call_deleter(deleter, address)
                 self.assertEqual(self.released, [1])
-                call_deleter(managed, address)  # a buggy second call changes nothing
+                call_deleter(deleter, address)  # a buggy second call changes nothing
                 self.assertEqual(self.released, [1])
                 self.assertEqual(_dlpack.live_exports(), self.live_before)
 
@@ -292,7 +296,7 @@ class InteropTest(unittest.TestCase):
         self.assertEqual(self.live_buffers(), live)
         del cap
         gc.collect()
-        call_deleter(managed, address)
+        call_deleter(managed.deleter, address)
         self.assertEqual(self.live_buffers(), live - 1)
         self.assertEqual(_dlpack.released_exports() - before, 1)
 
@@ -306,7 +310,7 @@ class InteropTest(unittest.TestCase):
                          (2, 2, 8, 8, 1))
         self.assertEqual((t.dtype.code, t.dtype.bits), (2, 32))
         self.assertEqual(t.data, buf.device_pointer)
-        call_deleter(managed, address)
+        call_deleter(managed.deleter, address)
         for kwargs, exc in ((dict(dl_device=(1, 0)), BufferError), (dict(copy=True), BufferError),
                             (dict(stream="s"), TypeError)):
             with self.subTest(kwargs=kwargs), self.assertRaises(exc) as cm:
