@@ -65,8 +65,15 @@ int64_t NowNs() {
 
 CopyWorkers::~CopyWorkers() {
   stopping_.store(true);
-  { absl::MutexLock wake(&mu_); }  // sleepers re-check their condition
+  WakeSleepers();
   for (std::thread& t : helpers_) t.join();
+}
+
+void CopyWorkers::WakeSleepers() {
+  // Taking the lock orders this after a sleeper's check of its condition,
+  // so the notification cannot fall between its check and its wait.
+  { std::lock_guard lock(mu_); }
+  wake_.notify_all();
 }
 
 void CopyWorkers::Start() {
@@ -114,8 +121,10 @@ void CopyWorkers::Run() {
       // Counted first, so that a caller publishing after the check below
       // sees a sleeper and wakes it (both sides sequentially consistent).
       sleepers_.fetch_add(1);
-      absl::MutexLock lock(&mu_);
-      mu_.Await(absl::Condition(&next_job));
+      {
+        std::unique_lock lock(mu_);
+        wake_.wait(lock, next_job);
+      }
       sleepers_.fetch_sub(1);
     }
     if (stopping_.load()) return;
@@ -196,9 +205,7 @@ void CopyWorkers::CopyInParts(void* dst, const void* src, uint64_t bytes, bool s
   sequence_.store(sequence + 2);  // sequentially consistent: see Run's sleepers
   job.generation = static_cast<uint32_t>((sequence + 2) / 2);
   cursor_.store(uint64_t{job.generation} << 32, std::memory_order_release);
-  if (sleepers_.load() > 0) {
-    absl::MutexLock wake(&mu_);  // the unlock re-checks the sleepers' conditions
-  }
+  if (sleepers_.load() > 0) WakeSleepers();
   Work(job);
   // Parts claimed by helpers may still be copying (microseconds).
   for (uint32_t step = 0; parts_done_.load(std::memory_order_acquire) < job.parts; ++step) {

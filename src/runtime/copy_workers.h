@@ -5,11 +5,11 @@
 #define VYRE_RUNTIME_COPY_WORKERS_H_
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
+#include <mutex>
 #include <thread>
 #include <vector>
-
-#include "absl/synchronization/mutex.h"
 
 namespace vyre {
 
@@ -63,6 +63,7 @@ class CopyWorkers {
 
   void Start();
   void Run();
+  void WakeSleepers();
   // The current job, read without a lock (a sequence lock: false while the
   // caller is writing one).
   bool ReadJob(Job* job) const;
@@ -72,8 +73,11 @@ class CopyWorkers {
   const uint32_t threads_;
   std::vector<std::thread> helpers_;
 
-  // Sleeping helpers wait on mu_ for a new sequence or the end.
-  absl::Mutex mu_;
+  // Sleeping helpers wait on wake_ for a new sequence or the end. (A
+  // standard mutex: ThreadSanitizer sees its ordering, not that of a
+  // prebuilt Abseil's.)
+  std::mutex mu_;
+  std::condition_variable wake_;
   std::atomic<bool> stopping_{false};
   std::atomic<uint32_t> sleepers_{0};
 
