@@ -36,7 +36,7 @@ class CopyWorkers {
   // Below this a part is not worth waking a thread for. Parts are claimed
   // as threads arrive, so a helper that wakes late costs nothing: the
   // caller copies what is left. 64 KiB lets the smallest staging piece
-  // (1 MiB, staging_ring.cc) spread over every default copy thread.
+  // (512 KiB, staging_ring.cc) spread over every default copy thread.
   static constexpr uint64_t kMinPartBytes = uint64_t{64} << 10;
 
   // How long an idle helper watches for the next copy before it sleeps.

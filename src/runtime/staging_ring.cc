@@ -27,9 +27,11 @@ constexpr uint32_t kMaxThreads = 64;
 constexpr uint64_t kMaxRingBytes = uint64_t{4} << 30;
 // Pieces never shrink below this: each costs a handoff to the copy threads,
 // a DMA enqueue, an event and, once the ring wraps, a wait. Measured on the
-// H100 with 256 KiB pieces, a 1 MiB-per-buffer host dispatch (12 pieces) took
-// 4.6x the pinned floor; a 1 MiB copy split between the threads is one piece.
-constexpr uint64_t kMinPieceBytes = 1 * kMiB;
+// H100, a 1 MiB-per-buffer host dispatch took 140 us with one 1 MiB piece
+// per buffer, 120 us with two of 512 KiB (the second's copy overlaps the
+// first's DMA) and 150-169 us with four of 256 KiB. (With copy threads that
+// slept between copies, 256 KiB pieces had cost 4.6x the pinned floor.)
+constexpr uint64_t kMinPieceBytes = 512 * kKiB;
 // Uploads of pieces up to this size fill their chunks with streaming stores
 // (CopyWorkers::CopyForDevice). Measured on the H100 host, host dispatch of
 // 1 MiB per buffer 161-168 -> 126-135 us, of 16 MiB (4 MiB pieces) 1.48 ->
