@@ -45,8 +45,9 @@ struct VyreEgArgs {
   // changed in (rows bytes).
   vyre_eg_u64 hash, dirty_rows, table, records, changed_in;
   // Pass scratch: each row's group leader row, each leader's minimum class
-  // (rows entries each), the set of pairs (pair_set_mask + 1 u64) and the
-  // output (pair_capacity pairs).
+  // (rows entries each; the table pass only: the bucketed one keeps both in
+  // shared memory), the set of pairs (pair_set_mask + 1 u64) and the output
+  // (pair_capacity pairs).
   vyre_eg_u64 rep_slot, group_min, pair_set, pairs_out;
   vyre_eg_u64 counters;
   vyre_eg_u64 unions;  // union_count pairs
