@@ -25,18 +25,20 @@ constexpr uint64_t kFirstPairCapacity = uint64_t{1} << 16;
 // The bucketed pass (congruence.cu): about this many rows per bucket, at
 // most this many buckets (two partition levels of at most 256 bins, the
 // kernels' kMaxPartBins), at least two table slots per expected row, and
-// the block shapes. Two
-// level-1 blocks per multiprocessor (the scatter's shape: one block's tile
-// loads overlap the other's sorting) keep each block's run of a bin long.
+// the block shapes. Two level-1 blocks per multiprocessor (the scatter's
+// shape: one block's tile loads overlap the other's sorting) keep each
+// block's run of a bin long.
 constexpr uint64_t kRowsPerBucket = 2048;
 constexpr uint64_t kMaxBuckets = 65536;
 constexpr uint64_t kMinBucketSlots = 4096;
 constexpr uint32_t kCountThreads = 1024;  // congruence.cu's kPartScatterThreads
 constexpr uint64_t kRowsPerCountBlock = 8192;
 constexpr uint32_t kBucketPassThreads = 512;  // congruence.cu's kBucketThreads
-// A partition level has at most this many bins per segment (congruence.cu's
-// kMaxPartBins is 256; 128 keeps every block's open runs few).
+// Up to this many bucket bits take one partition level; more take two,
+// split evenly (at most 8 bits each for kMaxBuckets: congruence.cu's
+// kMaxPartBins is 256). 128 bins keep every block's open runs few.
 constexpr uint32_t kMaxLevelBits = 7;
+static_assert(kMaxBuckets <= uint64_t{1} << 16, "two partition levels of at most 256 bins");
 constexpr uint32_t kPartPrefixThreads = 256;  // congruence.cu's kPartThreads
 // Bytes of shared memory a bucket table slot takes: (hash, leader row), the
 // group's minimum class and its leader's class. 4,096 slots (64 KB) leave
