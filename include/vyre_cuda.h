@@ -283,7 +283,7 @@ typedef struct vyre_context_desc {
   /** Chunks in the ring: 2 to 64; 0 = 4. */
   uint32_t staging_chunk_count;
   /** Threads that copy between pageable and pinned memory (the calling
-   *  thread included): 1 to 64; 0 = min(8, hardware threads). The helper
+   *  thread included): 1 to 64; 0 = min(12, hardware threads). The helper
    *  threads start with the first copy of 128 KiB or more and, after each
    *  copy, spin for up to 200 us watching for the next before they sleep:
    *  1 keeps all copying on the calling thread. */

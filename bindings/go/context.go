@@ -91,7 +91,7 @@ type ContextOptions struct {
 	PinnedPoolLimitBytes    uint64
 	// The pipeline that moves large pageable host data: bytes per pinned
 	// chunk (a multiple of 64 KiB, 64 KiB..256 MiB; 0: 8 MiB), chunks in the
-	// ring (2..64; 0: 4) and copy threads (1..64; 0: min(8, cores)).
+	// ring (2..64; 0: 4) and copy threads (1..64; 0: min(12, cores)).
 	StagingChunkBytes uint64
 	StagingChunkCount uint32
 	StagingThreads    uint32

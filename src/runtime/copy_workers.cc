@@ -160,36 +160,33 @@ void CopyWorkers::Work(const Job& job) {
 }
 
 void CopyWorkers::Copy(void* dst, const void* src, uint64_t bytes) {
-  CopyInParts(dst, src, bytes, /*streaming=*/false);
+  StartCopy(dst, src, bytes, /*streaming=*/false);
+  FinishCopy();
 }
 
 void CopyWorkers::CopyForDevice(void* dst, const void* src, uint64_t bytes) {
-  CopyInParts(dst, src, bytes, /*streaming=*/true);
+  StartCopy(dst, src, bytes, /*streaming=*/true);
+  FinishCopy();
 }
 
-void CopyWorkers::CopyInParts(void* dst, const void* src, uint64_t bytes, bool streaming) {
-  if (bytes == 0) return;
-  const uint64_t max_parts = std::max<uint64_t>(1, bytes / kMinPartBytes);
-  const uint32_t parts = static_cast<uint32_t>(std::min<uint64_t>(threads_, max_parts));
-  if (parts <= 1) {
-    if (streaming) {
-      StreamingCopy(static_cast<unsigned char*>(dst), static_cast<const unsigned char*>(src),
-                    bytes);
-    } else {
-      std::memcpy(dst, src, bytes);
-    }
-    return;
-  }
-  if (helpers_.empty()) Start();
-  // Parts on 4 KiB boundaries, so no two threads write into one page.
-  const uint64_t part_bytes = ((bytes + parts - 1) / parts + 4095) & ~uint64_t{4095};
+void CopyWorkers::StartCopy(void* dst, const void* src, uint64_t bytes, bool streaming) {
   Job job;
   job.dst = static_cast<unsigned char*>(dst);
   job.src = static_cast<const unsigned char*>(src);
   job.bytes = bytes;
-  job.part_bytes = part_bytes;
-  job.parts = static_cast<uint32_t>((bytes + part_bytes - 1) / part_bytes);
   job.streaming = streaming;
+  job.part_bytes = bytes;
+  job.parts = bytes == 0 ? 0 : 1;
+  const uint64_t max_parts = std::max<uint64_t>(1, bytes / kMinPartBytes);
+  const uint32_t parts = static_cast<uint32_t>(std::min<uint64_t>(threads_, max_parts));
+  if (parts <= 1) {
+    started_ = job;  // not worth a helper: the caller copies it in FinishCopy
+    return;
+  }
+  if (helpers_.empty()) Start();
+  // Parts on 4 KiB boundaries, so no two threads write into one page.
+  job.part_bytes = ((bytes + parts - 1) / parts + 4095) & ~uint64_t{4095};
+  job.parts = static_cast<uint32_t>((bytes + job.part_bytes - 1) / job.part_bytes);
   // Claims of the previous job are over (it finished), so the counter and
   // the fields may change; the cursor, published last, opens the claims.
   parts_done_.store(0, std::memory_order_relaxed);
@@ -206,6 +203,21 @@ void CopyWorkers::CopyInParts(void* dst, const void* src, uint64_t bytes, bool s
   job.generation = static_cast<uint32_t>((sequence + 2) / 2);
   cursor_.store(uint64_t{job.generation} << 32, std::memory_order_release);
   if (sleepers_.load() > 0) WakeSleepers();
+  started_ = job;
+}
+
+void CopyWorkers::FinishCopy() {
+  const Job job = started_;
+  started_ = Job();
+  if (job.parts == 0) return;
+  if (job.parts == 1) {  // one part: never handed to the helpers
+    if (job.streaming) {
+      StreamingCopy(job.dst, job.src, job.bytes);
+    } else {
+      std::memcpy(job.dst, job.src, job.bytes);
+    }
+    return;
+  }
   Work(job);
   // Parts claimed by helpers may still be copying (microseconds).
   for (uint32_t step = 0; parts_done_.load(std::memory_order_acquire) < job.parts; ++step) {

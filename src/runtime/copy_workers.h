@@ -31,6 +31,15 @@ class CopyWorkers {
   // into the cache first and leave the cache to the caller's data.
   void CopyForDevice(void* dst, const void* src, uint64_t bytes);
 
+  // Copy or CopyForDevice in two halves: StartCopy hands the parts to the
+  // helpers and returns at once, so that the caller can make driver calls
+  // (the previous piece's DMA) while they copy; FinishCopy then copies the
+  // parts no helper took and returns once every byte is copied. Every
+  // StartCopy is followed by its FinishCopy before the next copy, and
+  // before `src` or `dst` may be released.
+  void StartCopy(void* dst, const void* src, uint64_t bytes, bool streaming);
+  void FinishCopy();
+
   uint32_t threads() const { return threads_; }
 
   // Below this a part is not worth waking a thread for. Parts are claimed
@@ -58,8 +67,6 @@ class CopyWorkers {
     uint32_t parts = 0;
     bool streaming = false;
   };
-
-  void CopyInParts(void* dst, const void* src, uint64_t bytes, bool streaming);
 
   void Start();
   void Run();
@@ -98,6 +105,10 @@ class CopyWorkers {
   // on its own cache line: every thread writes them.
   alignas(64) std::atomic<uint64_t> cursor_{0};
   alignas(64) std::atomic<uint32_t> parts_done_{0};
+
+  // The caller's copy between StartCopy and FinishCopy (parts == 0: none;
+  // parts == 1: the caller copies it all in FinishCopy).
+  Job started_;
 };
 
 }  // namespace vyre

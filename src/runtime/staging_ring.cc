@@ -14,15 +14,22 @@ constexpr uint64_t kMiB = kKiB * 1024;
 constexpr uint64_t kChunkGranule = 64 * kKiB;
 // Defaults from the staging sweep of bench/host_transfer_bench.cc (H100,
 // PCIe 5, 64 MiB per buffer, helpers that watch for copies): 8 MiB x 4
-// chunks and 8 threads gave the fastest host dispatch in three sweeps
-// (5.07-5.23 ms, 1.36-1.42x the pinned floor; 16 MiB chunks 5.36-5.53 ms, 4
-// MiB 5.65-6.57). With helpers that slept between copies, 16 MiB had been
-// best (fewer handoffs); 1 or 2 threads are 2-5x slower.
+// chunks gave the fastest host dispatch in three sweeps (5.07-5.23 ms,
+// 1.36-1.42x the pinned floor; 16 MiB chunks 5.36-5.53 ms, 4 MiB
+// 5.65-6.57). With helpers that slept between copies, 16 MiB had been best
+// (fewer handoffs); 1 or 2 threads are 2-5x slower.
 constexpr uint64_t kDefaultChunkBytes = 8 * kMiB;
 constexpr uint64_t kMaxChunkBytes = 256 * kMiB;
 constexpr uint32_t kDefaultChunkCount = 4;
 constexpr uint32_t kMaxChunkCount = 64;
-constexpr uint32_t kDefaultThreads = 8;
+// Timed per piece on the H100 host, the host copy was what held a 64 MiB
+// transfer back, not the DMA (which waited 2-5 us per piece): 8 threads
+// filled an 8 MiB chunk in 200-240 us (35-40 GB/s) against the link's 54.
+// With 12 threads (and streaming stores) uploads of 64 MiB took 1.57-1.60 ms
+// against 1.74-1.98, downloads 1.33-1.34 against 1.37-1.84, and the host
+// dispatch 4.57-5.29 ms against 5.48-6.90, in three interleaved rounds; 16
+// threads were no faster than 12.
+constexpr uint32_t kDefaultThreads = 12;
 constexpr uint32_t kMaxThreads = 64;
 constexpr uint64_t kMaxRingBytes = uint64_t{4} << 30;
 // Pieces never shrink below this: each costs a handoff to the copy threads,
@@ -35,9 +42,11 @@ constexpr uint64_t kMinPieceBytes = 512 * kKiB;
 // Uploads of pieces up to this size fill their chunks with streaming stores
 // (CopyWorkers::CopyForDevice). Measured on the H100 host, host dispatch of
 // 1 MiB per buffer 161-168 -> 126-135 us, of 16 MiB (4 MiB pieces) 1.48 ->
-// 1.28 ms; but with 16 MiB pieces (64 MiB per buffer) 5.5-5.8 -> 6.2-6.8
-// ms, where that host's large last-level cache kept the chunks for the DMA.
-constexpr uint64_t kMaxStreamedPieceBytes = 4 * kMiB;
+// 1.28 ms, uploads of 64 MiB (8 MiB pieces, 12 threads) 1.69-1.72 ms (p90
+// 2.0) -> 1.57-1.60 (p90 1.6); but with 16 MiB pieces (64 MiB per buffer)
+// 5.5-5.8 -> 6.2-6.8 ms, where that host's large last-level cache kept the
+// chunks for the DMA.
+constexpr uint64_t kMaxStreamedPieceBytes = 8 * kMiB;
 
 }  // namespace
 
@@ -68,7 +77,7 @@ absl::StatusOr<StagingConfig> ResolveStagingConfig(const vyre_context_desc& desc
   if (desc.staging_threads > kMaxThreads) {
     return Errorf(VYRE_STATUS_INVALID_ARGUMENT,
                   "%s: staging_threads is %u. Fix: use 1 to 64 threads, or 0 for the default "
-                  "(up to 8).",
+                  "(up to 12).",
                   what, desc.staging_threads);
   }
   if (desc.staging_threads != 0) {
@@ -173,6 +182,16 @@ void StagingRing::Drain(CUstream stream) {
   for (Chunk& chunk : chunks_) chunk.busy = false;
 }
 
+absl::Status StagingRing::EnqueueToDevice(Chunk& chunk, CUdeviceptr dst, uint64_t bytes,
+                                          CUstream stream, const char* what) {
+  VYRE_CU(what, cuMemcpyHtoDAsync, dst, chunk.pinned.host(), bytes, stream);
+  telemetry_->h2d_operations.Add();
+  telemetry_->h2d_bytes.Add(bytes);
+  absl::Status marked = MarkEnqueued(chunk, stream, what);
+  if (!marked.ok()) Drain(stream);
+  return marked;
+}
+
 absl::Status StagingRing::ToDevice(CUdeviceptr dst, const void* src, uint64_t bytes,
                                    CUstream stream, const char* what) {
   std::lock_guard lock(mu_);
@@ -186,24 +205,33 @@ absl::Status StagingRing::ToDevice(CUdeviceptr dst, const void* src, uint64_t by
     return absl::OkStatus();
   }
   const uint64_t piece = StagingPieceBytes(bytes, config_.chunk_bytes);
-  for (uint64_t offset = 0; offset < bytes; offset += piece) {
+  const bool streaming = piece <= kMaxStreamedPieceBytes;
+  // The piece just filled is enqueued while the copy threads fill the next
+  // chunk, so that the driver calls overlap the copy (with one chunk, which
+  // the next piece refills, it is enqueued first).
+  Chunk* filled = nullptr;
+  uint64_t filled_offset = 0, filled_bytes = 0;
+  for (uint64_t offset = 0; offset < bytes;) {
     const uint64_t n = std::min(piece, bytes - offset);
+    if (filled != nullptr && chunks == 1) {
+      VYRE_RETURN_IF_ERROR(EnqueueToDevice(*filled, dst + filled_offset, filled_bytes, stream, what));
+      filled = nullptr;
+    }
     VYRE_ASSIGN_OR_RETURN(Chunk * chunk, NextChunk(what));
-    if (piece <= kMaxStreamedPieceBytes) {
-      workers_.CopyForDevice(chunk->pinned.host(), from + offset, n);
-    } else {
-      workers_.Copy(chunk->pinned.host(), from + offset, n);
+    workers_.StartCopy(chunk->pinned.host(), from + offset, n, streaming);
+    absl::Status enqueued = absl::OkStatus();
+    if (filled != nullptr) {
+      enqueued = EnqueueToDevice(*filled, dst + filled_offset, filled_bytes, stream, what);
     }
-    VYRE_CU(what, cuMemcpyHtoDAsync, dst + offset, chunk->pinned.host(), n, stream);
-    telemetry_->h2d_operations.Add();
-    telemetry_->h2d_bytes.Add(n);
-    absl::Status marked = MarkEnqueued(*chunk, stream, what);
-    if (!marked.ok()) {
-      Drain(stream);
-      return marked;
-    }
+    workers_.FinishCopy();  // before any return: the threads write into the chunk
+    VYRE_RETURN_IF_ERROR(enqueued);
+    filled = chunk;
+    filled_offset = offset;
+    filled_bytes = n;
+    offset += n;
   }
-  return absl::OkStatus();
+  if (filled == nullptr) return absl::OkStatus();
+  return EnqueueToDevice(*filled, dst + filled_offset, filled_bytes, stream, what);
 }
 
 absl::Status StagingRing::ToHost(void* dst, CUdeviceptr src, uint64_t bytes, CUstream stream,

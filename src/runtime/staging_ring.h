@@ -81,6 +81,9 @@ class StagingRing {
   absl::StatusOr<Chunk*> NextChunk(const char* what);
   absl::Status WaitChunk(Chunk& chunk, const char* what);
   absl::Status MarkEnqueued(Chunk& chunk, CUstream stream, const char* what);
+  // The chunk's DMA to dst[0, bytes), then its event.
+  absl::Status EnqueueToDevice(Chunk& chunk, CUdeviceptr dst, uint64_t bytes, CUstream stream,
+                               const char* what);
   // After a failure part-way: the stream may still use chunks whose events
   // were not recorded, so wait for it before anyone refills them.
   void Drain(CUstream stream);

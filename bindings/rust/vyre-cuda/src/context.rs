@@ -91,7 +91,7 @@ pub struct ContextOptions {
     /// Chunks in the ring (2 to 64; 0: 4).
     pub staging_chunk_count: u32,
     /// Threads copying between pageable and pinned memory (1 to 64; 0:
-    /// min(8, hardware threads)).
+    /// min(12, hardware threads)).
     pub staging_threads: u32,
 }
 
