@@ -26,8 +26,8 @@ constexpr uint32_t kMaxChunkCount = 64;
 // transfer back, not the DMA (which waited 2-5 us per piece): 8 threads
 // filled an 8 MiB chunk in 200-240 us (35-40 GB/s) against the link's 54.
 // With 12 threads (and streaming stores) uploads of 64 MiB took 1.57-1.60 ms
-// against 1.74-1.98, downloads 1.33-1.34 against 1.37-1.84, and the host
-// dispatch 4.57-5.29 ms against 5.48-6.90, in three interleaved rounds; 16
+// against 1.74-1.98, downloads 1.33-1.38 against 1.37-1.84, and the host
+// dispatch 4.57-5.47 ms against 5.48-6.90, in six interleaved rounds; 16
 // threads were no faster than 12.
 constexpr uint32_t kDefaultThreads = 12;
 constexpr uint32_t kMaxThreads = 64;
@@ -214,7 +214,8 @@ absl::Status StagingRing::ToDevice(CUdeviceptr dst, const void* src, uint64_t by
   for (uint64_t offset = 0; offset < bytes;) {
     const uint64_t n = std::min(piece, bytes - offset);
     if (filled != nullptr && chunks == 1) {
-      VYRE_RETURN_IF_ERROR(EnqueueToDevice(*filled, dst + filled_offset, filled_bytes, stream, what));
+      VYRE_RETURN_IF_ERROR(
+          EnqueueToDevice(*filled, dst + filled_offset, filled_bytes, stream, what));
       filled = nullptr;
     }
     VYRE_ASSIGN_OR_RETURN(Chunk * chunk, NextChunk(what));

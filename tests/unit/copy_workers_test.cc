@@ -153,8 +153,8 @@ TEST(CopyWorkersTest, StartedCopiesFinishAfterOtherWork) {
       std::this_thread::sleep_for(std::chrono::nanoseconds(3 * CopyWorkers::kWatchNs));
     }
     workers.FinishCopy();
-    ASSERT_EQ(std::memcmp(dst.data() + shift, src.data(), size), 0) << "copy " << i << ", " << size
-                                                                  << " bytes";
+    ASSERT_EQ(std::memcmp(dst.data() + shift, src.data(), size), 0)
+        << "copy " << i << ", " << size << " bytes";
     for (uint64_t b = 0; b < shift; ++b) ASSERT_EQ(dst[b], 0) << "wrote before dst, copy " << i;
     for (uint64_t b = shift + size; b < dst.size(); ++b) {
       ASSERT_EQ(dst[b], 0) << "wrote past dst, copy " << i;
