@@ -3,7 +3,7 @@
 #include "api/register_handle.h"
 #include "base/struct_size.h"
 #include "driver/release_report.h"
-#include "runtime/buffer.h"
+#include "runtime/transfer/buffer.h"
 #include "runtime/registries.h"
 
 using vyre::Errorf;

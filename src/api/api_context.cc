@@ -11,9 +11,9 @@
 #include "driver/device_faults.h"
 #include "driver/driver_api.h"
 #include "driver/release_report.h"
-#include "runtime/context.h"
+#include "runtime/context/context.h"
 #include "runtime/registries.h"
-#include "runtime/selftest.h"
+#include "runtime/context/selftest.h"
 
 using vyre::Errorf;
 

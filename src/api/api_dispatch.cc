@@ -2,8 +2,8 @@
 #include "api/api_call.h"
 #include "base/struct_size.h"
 #include "driver/release_report.h"
-#include "runtime/context.h"
-#include "runtime/pending.h"
+#include "runtime/context/context.h"
+#include "runtime/dispatch/pending.h"
 #include "runtime/registries.h"
 
 extern "C" {

@@ -1,7 +1,7 @@
 // Pinned host memory.
 #include "api/api_call.h"
 #include "driver/release_report.h"
-#include "runtime/host_memory.h"
+#include "runtime/transfer/host_memory.h"
 #include "runtime/registries.h"
 
 extern "C" {

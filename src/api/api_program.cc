@@ -2,7 +2,7 @@
 #include "api/api_call.h"
 #include "base/struct_size.h"
 #include "driver/release_report.h"
-#include "runtime/program.h"
+#include "runtime/program/program.h"
 #include "runtime/registries.h"
 
 extern "C" {

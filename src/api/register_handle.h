@@ -10,7 +10,7 @@
 #include "absl/status/statusor.h"
 #include "base/handle_registry.h"
 #include "base/status.h"
-#include "runtime/context.h"
+#include "runtime/context/context.h"
 
 namespace vyre {
 

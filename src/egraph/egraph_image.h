@@ -13,10 +13,10 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "egraph/kernels/egraph_args.h"
-#include "runtime/context.h"
-#include "runtime/memory.h"
-#include "runtime/module_cache.h"
+#include "kernels/egraph_args.h"
+#include "runtime/context/context.h"
+#include "runtime/transfer/memory.h"
+#include "runtime/program/module_cache.h"
 #include "vyre_cuda.h"
 
 namespace vyre {

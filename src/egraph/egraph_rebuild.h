@@ -12,8 +12,8 @@
 #include <mutex>
 
 #include "egraph/egraph_image.h"
-#include "runtime/device_pools.h"
-#include "runtime/pending_work.h"
+#include "runtime/transfer/device_pools.h"
+#include "runtime/dispatch/pending_work.h"
 
 namespace vyre {
 

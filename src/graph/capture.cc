@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-#include "runtime/program.h"
+#include "runtime/program/program.h"
 
 #include "base/status.h"
 #include "driver/cu_error.h"

@@ -12,7 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include "driver/guards.h"
-#include "runtime/kernel_launch.h"
+#include "runtime/dispatch/kernel_launch.h"
 #include "vyre_cuda.h"
 
 namespace vyre {

@@ -8,8 +8,8 @@
 #include "base/struct_size.h"
 #include "driver/cu_error.h"
 #include "graph/sequence.h"
-#include "runtime/dispatch_plan.h"
-#include "runtime/kernel_launch.h"
+#include "runtime/dispatch/dispatch_plan.h"
+#include "runtime/dispatch/kernel_launch.h"
 
 namespace vyre {
 namespace {

@@ -17,11 +17,11 @@
 #include "absl/container/inlined_vector.h"
 #include "absl/status/statusor.h"
 #include "graph/capture.h"
-#include "runtime/buffer.h"
-#include "runtime/context.h"
-#include "runtime/device_pools.h"
-#include "runtime/memory.h"
-#include "runtime/program.h"
+#include "runtime/transfer/buffer.h"
+#include "runtime/context/context.h"
+#include "runtime/transfer/device_pools.h"
+#include "runtime/transfer/memory.h"
+#include "runtime/program/program.h"
 #include "vyre_cuda.h"
 
 namespace vyre {

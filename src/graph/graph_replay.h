@@ -10,8 +10,8 @@
 #include <mutex>
 
 #include "graph/graph.h"
-#include "runtime/device_pools.h"
-#include "runtime/pending_work.h"
+#include "runtime/transfer/device_pools.h"
+#include "runtime/dispatch/pending_work.h"
 
 namespace vyre {
 

@@ -10,7 +10,7 @@
 #include "base/status.h"
 #include "base/struct_size.h"
 #include "driver/cu_error.h"
-#include "runtime/dispatch_plan.h"
+#include "runtime/dispatch/dispatch_plan.h"
 #include "runtime/registries.h"
 
 namespace vyre {

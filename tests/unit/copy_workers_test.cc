@@ -4,7 +4,7 @@
 // (helpers still watching), after the watch has run out (helpers asleep),
 // and from several callers in turn, and started copies that the caller
 // finishes after other work.
-#include "runtime/copy_workers.h"
+#include "runtime/transfer/copy_workers.h"
 
 #include <gtest/gtest.h>
 

@@ -32,7 +32,7 @@
 #include "api_fake_fixture.h"
 #include "base/status.h"
 #include "driver/driver_api.h"
-#include "runtime/image_check.h"
+#include "runtime/program/image_check.h"
 #include "vyre_cuda.h"
 #include "vyre_test_util.h"
 

@@ -1,0 +1,95 @@
+// The one argument block every e-graph kernel takes, shared by the CUDA
+// source and the host code so both agree on its layout. Addresses are
+// device pointers carried as 64-bit integers.
+#ifndef VYRE_KERNELS_EGRAPH_ARGS_H_
+#define VYRE_KERNELS_EGRAPH_ARGS_H_
+
+#ifdef __CUDACC__
+typedef unsigned long long vyre_eg_u64;
+typedef unsigned int vyre_eg_u32;
+#else
+#include <cstdint>
+typedef uint64_t vyre_eg_u64;
+typedef uint32_t vyre_eg_u32;
+#endif
+
+// Device-side state of one rebuild or pass.
+struct VyreEgCounters {
+  vyre_eg_u64 merges;          // congruence merges over all rounds
+  vyre_eg_u64 union_merges;    // merges made by the caller's unions
+  vyre_eg_u64 rows_visited;    // rows canonicalised over all rounds
+  vyre_eg_u64 pair_count;      // pass: distinct pairs found
+  vyre_eg_u32 merges_round;    // merges in the round running now
+  vyre_eg_u32 dirty_count;     // dirty rows this round's inserts visit
+  vyre_eg_u32 placed;          // rows placed in the table since it was cleared
+  vyre_eg_u32 done;            // 1: fixpoint (or max_rounds) reached; kernels return at once
+  vyre_eg_u32 full;            // 1: this round clears the table and visits every row
+  vyre_eg_u32 rounds;          // rounds finished
+  vyre_eg_u32 max_rounds;      // 0: no limit
+  vyre_eg_u32 overflow;        // a probe ran the whole table (never expected)
+  vyre_eg_u32 table_round;     // rounds since the table was last cleared (0: a full round)
+  vyre_eg_u32 candidates;      // bucketed pass: rows that joined a group (each gives <= 1 pair)
+  vyre_eg_u32 pair_slots;      // bucketed pass: the pair set's slots in use
+  vyre_eg_u32 reserved;
+};
+
+struct VyreEgArgs {
+  // Columns (rows entries each, children child_count).
+  vyre_eg_u64 row_classes, row_ops, child_offsets, child_lengths, signatures, children;
+  // Union-find (classes entries) and canonical children (child_count).
+  vyre_eg_u64 parent, canon;
+  // Scratch: row hashes (rows entries), the dirty-row bitset ((rows + 31) /
+  // 32 words), the table (table_mask + 1 u64 entries: hash, table round,
+  // row), the row records (rows x 16 bytes: op, arity, child offset, class;
+  // packed from the columns) and the table round each row's form last
+  // changed in (rows bytes).
+  vyre_eg_u64 hash, dirty_rows, table, records, changed_in;
+  // Pass scratch: each row's group leader row, each leader's minimum class
+  // (rows entries each; the table pass only: the bucketed one keeps both in
+  // shared memory), the set of pairs (pair_set_mask + 1 u64) and the output
+  // (pair_capacity pairs).
+  vyre_eg_u64 rep_slot, group_min, pair_set, pairs_out;
+  vyre_eg_u64 counters;
+  vyre_eg_u64 unions;  // union_count pairs
+  // Two bitsets of hooked_words u32 each: bit x of set (round & 1) says root
+  // x was linked under another root during that round.
+  vyre_eg_u64 hooked;
+  // Bucketed pass (see congruence.cu): the final list of (hash, row) in
+  // bucket order (rows u64) and each bucket's first place in it (buckets +
+  // 1 u32).
+  vyre_eg_u64 bucket_list, bucket_starts;
+  // One level of the partition that builds it: entries [seg_starts[s],
+  // seg_starts[s + 1]) of part_in (or, when part_in is 0, every row's (hash,
+  // row) from the hash column, as one segment) go to part_out by bin, each
+  // segment split among part_blocks blocks; part_counts holds each block's
+  // count (then first place) per bin, part_starts each (segment, bin)'s
+  // first place (part_segments x part_bins + 1 u32).
+  vyre_eg_u64 part_in, part_out, part_counts, part_starts, seg_starts;
+  // Pass: each row's canonical form in 16 bytes (op, first two canonical
+  // children, class root; see congruence.cu), written by a full refresh
+  // when not 0.
+  vyre_eg_u64 forms;
+  vyre_eg_u32 rows, classes, table_mask, union_count;
+  vyre_eg_u32 pair_set_mask, pair_capacity, weak_hash, hooked_words;
+  // Buckets; slots of a bucket's shared-memory table (a power of two); the
+  // pairs an emit block can collect in shared memory, and the buckets it
+  // takes.
+  vyre_eg_u32 bucket_count, bucket_slots, bucket_stage, emit_buckets;
+  // The partition level: segments, blocks per segment, bins per segment (a
+  // power of two) and the shift that takes a hash to its bin ((hash >>
+  // part_shift) & (part_bins - 1)).
+  vyre_eg_u32 part_segments, part_blocks, part_bins, part_shift;
+  // What a round-0 refresh may assume of the union-find (VYRE_EG_PARENT_*):
+  // the host knows it from what ran on the image since its creation.
+  vyre_eg_u32 parent_state, unused;
+};
+
+// Nothing known: walk each class to its root.
+#define VYRE_EG_PARENT_ANY 0u
+// Every entry is a root (after init, a finished rebuild, compress + settle):
+// one load gives a class's root.
+#define VYRE_EG_PARENT_FLAT 1u
+// Every class is its own root (nothing merged since init): no load at all.
+#define VYRE_EG_PARENT_IDENTITY 2u
+
+#endif  // VYRE_KERNELS_EGRAPH_ARGS_H_
