@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "egraph/json_loader.h"
@@ -224,174 +225,257 @@ void AddEgraphCommand(CLI::App& app, EgraphOptions& options) {
       ->capture_default_str();
 }
 
-int RunEgraph(const EgraphOptions& options) {
-  const char* kCmd = "egraph";
-  const bool json = options.json;
-  const bool gpu = options.device == "gpu";
+namespace {
 
-  // The GPU context first (a CPU image needs none): a machine without a GPU
-  // fails at once, not after loading a large file.
+constexpr char kEgraphCmd[] = "egraph";
+
+// E-graphs with this many rows get a status line (on a terminal) while the
+// image is built and rebuilt, which takes long enough to look hung.
+constexpr uint64_t kStatusRows = 1u << 20;
+
+// What one `egraph` run holds between its steps: the GPU context (none for the
+// CPU reference), the loaded e-graph, its image and the times so far. The steps
+// are separate functions on it so that a loop of steps (append e-nodes, apply
+// unions and rebuild, report) can reuse them on one image.
+struct EgraphSession {
+  explicit EgraphSession(const EgraphOptions& options)
+      : json(options.json), gpu(options.device == "gpu"), cpu_threads(options.cpu_threads) {}
+  EgraphSession(const EgraphSession&) = delete;
+  EgraphSession& operator=(const EgraphSession&) = delete;
+  // ReleaseDevice reports destroy errors; this only covers a path that skipped
+  // it, where an error has been reported already.
+  ~EgraphSession() {
+    if (image.bits != 0) vyre_egraph_image_destroy(image);
+    if (context.bits != 0) vyre_context_destroy(context);
+  }
+
+  const bool json;
+  const bool gpu;
+  const uint32_t cpu_threads;
   vyre_context context = {0};
   std::string device_name = "CPU reference";
-  if (gpu) {
-    vyre_context_desc cdesc = VYRE_CONTEXT_DESC_INIT;
-    const vyre_status s = vyre_context_create(&cdesc, &context);
-    if (s != VYRE_STATUS_OK) return ApiFail(kCmd, "vyre_context_create", s, json, true);
-    device_name = DeviceName(context);
-  }
-  // From here on every exit destroys the context.
-  struct ContextGuard {
-    vyre_context* c;
-    ~ContextGuard() {
-      if (c->bits != 0) vyre_context_destroy(*c);
-    }
-  } guard{&context};
-
-  // Load.
-  ProgressBar progress(true);
-  tools::LoadOptions load_options;
-  load_options.progress = [&](uint64_t done, uint64_t total) {
-    if (total >= kProgressBytes) progress.Update("loading", done, total);
-  };
-  tools::LoadedEgraph g;
-  Clock::time_point t = Clock::now();
-  tools::ToolStatus st = tools::LoadEgraphJsonFile(options.file, load_options, &g);
-  const double load_ms = MsSince(t);
-  progress.Finish();
-  if (!st.ok()) return ToolFail(kCmd, st.message, json);
-
-  std::vector<uint32_t> unions;
-  if (!options.unions_file.empty()) {
-    st = tools::ReadUnionFile(options.unions_file, g, &unions);
-    if (!st.ok()) return ToolFail(kCmd, st.message, json);
-  }
-
-  int exit_code = kExitOk;
+  // One line on stderr, shared by the load and the image and rebuild steps.
+  ProgressBar progress{true};
+  tools::LoadedEgraph graph;
   vyre_egraph_image image = {0};
+  double load_ms = 0;
+  double upload_ms = 0;
+};
+
+// One apply-unions-and-rebuild of the image: what a report prints.
+struct RebuildOutcome {
+  size_t unions = 0;
   vyre_egraph_rebuild_result result = VYRE_EGRAPH_REBUILD_RESULT_INIT;
-  std::vector<uint32_t> canonical(g.classes);
-  double upload_ms = 0, rebuild_ms = 0, readback_ms = 0;
-  do {
-    // Upload (image create).
-    if (g.rows() >= (1u << 20)) progress.Status(gpu ? "uploading..." : "building the image...");
-    vyre_egraph_image_desc idesc =
-        ImageDesc(g, gpu ? VYRE_EGRAPH_DEVICE_GPU : VYRE_EGRAPH_DEVICE_CPU, context,
-                  options.cpu_threads);
-    t = Clock::now();
-    vyre_status s = vyre_egraph_image_create(&idesc, &image);
-    upload_ms = MsSince(t);
-    if (s != VYRE_STATUS_OK) {
-      progress.Finish();
-      exit_code = ApiFail(kCmd, "vyre_egraph_image_create", s, json, gpu);
-      break;
-    }
-    // Rebuild (unions first).
-    if (g.rows() >= (1u << 20)) progress.Status("rebuilding...");
-    vyre_egraph_rebuild_desc rdesc = VYRE_EGRAPH_REBUILD_DESC_INIT;
-    rdesc.flags = gpu ? VYRE_EGRAPH_REBUILD_DEVICE_TIMING : 0;
-    rdesc.unions = Data(unions);
-    rdesc.union_count = unions.size() / 2;
-    t = Clock::now();
-    s = vyre_egraph_rebuild(image, &rdesc, &result);
-    rebuild_ms = MsSince(t);
-    progress.Finish();
-    if (s != VYRE_STATUS_OK) {
-      exit_code = ApiFail(kCmd, "vyre_egraph_rebuild", s, json, gpu);
-      break;
-    }
-    // Read-back of the canonical classes.
-    t = Clock::now();
-    if (g.classes > 0) {
-      s = vyre_egraph_image_read(image, VYRE_EGRAPH_COLUMN_CANONICAL_CLASSES, 0, g.classes,
-                                 canonical.data());
-    }
-    readback_ms = MsSince(t);
-    if (s != VYRE_STATUS_OK) {
-      exit_code = ApiFail(kCmd, "vyre_egraph_image_read", s, json, gpu);
-      break;
-    }
-  } while (false);
+  // The canonical class of every class of the graph.
+  std::vector<uint32_t> canonical;
+  double rebuild_ms = 0;
+  double readback_ms = 0;
+};
 
-  if (image.bits != 0) {
-    const vyre_status s = vyre_egraph_image_destroy(image);
-    if (s != VYRE_STATUS_OK && exit_code == kExitOk) {
-      exit_code = ApiFail(kCmd, "vyre_egraph_image_destroy", s, json, false);
+// The GPU context comes first (a CPU image needs none) so that a machine
+// without a GPU fails at once, not after loading a large file.
+int OpenDevice(EgraphSession* s) {
+  if (!s->gpu) return kExitOk;
+  vyre_context_desc cdesc = VYRE_CONTEXT_DESC_INIT;
+  const vyre_status status = vyre_context_create(&cdesc, &s->context);
+  if (status != VYRE_STATUS_OK) {
+    return ApiFail(kEgraphCmd, "vyre_context_create", status, s->json, true);
+  }
+  s->device_name = DeviceName(s->context);
+  return kExitOk;
+}
+
+int LoadGraph(const std::string& file, EgraphSession* s) {
+  tools::LoadOptions load_options;
+  load_options.progress = [s](uint64_t done, uint64_t total) {
+    if (total >= kProgressBytes) s->progress.Update("loading", done, total);
+  };
+  const Clock::time_point t = Clock::now();
+  const tools::ToolStatus st = tools::LoadEgraphJsonFile(file, load_options, &s->graph);
+  s->load_ms = MsSince(t);
+  s->progress.Finish();
+  return st.ok() ? kExitOk : ToolFail(kEgraphCmd, st.message, s->json);
+}
+
+// Appends the unions of the file at `path` (none when empty) to `unions`, two
+// class ids of the loaded graph each.
+int ReadUnions(const std::string& path, const EgraphSession& s, std::vector<uint32_t>* unions) {
+  if (path.empty()) return kExitOk;
+  const tools::ToolStatus st = tools::ReadUnionFile(path, s.graph, unions);
+  return st.ok() ? kExitOk : ToolFail(kEgraphCmd, st.message, s.json);
+}
+
+// The "upload" phase: the image of the loaded graph, on the GPU or the CPU.
+int BuildImage(EgraphSession* s) {
+  if (s->graph.rows() >= kStatusRows) {
+    s->progress.Status(s->gpu ? "uploading..." : "building the image...");
+  }
+  vyre_egraph_image_desc idesc =
+      ImageDesc(s->graph, s->gpu ? VYRE_EGRAPH_DEVICE_GPU : VYRE_EGRAPH_DEVICE_CPU, s->context,
+                s->cpu_threads);
+  const Clock::time_point t = Clock::now();
+  const vyre_status status = vyre_egraph_image_create(&idesc, &s->image);
+  s->upload_ms = MsSince(t);
+  if (status == VYRE_STATUS_OK) return kExitOk;
+  s->progress.Finish();
+  return ApiFail(kEgraphCmd, "vyre_egraph_image_create", status, s->json, s->gpu);
+}
+
+int ReadCanonical(const EgraphSession& s, RebuildOutcome* out) {
+  const uint64_t classes = s.graph.classes;
+  out->canonical.assign(classes, 0);
+  vyre_status status = VYRE_STATUS_OK;
+  const Clock::time_point t = Clock::now();
+  if (classes > 0) {
+    status = vyre_egraph_image_read(s.image, VYRE_EGRAPH_COLUMN_CANONICAL_CLASSES, 0, classes,
+                                    out->canonical.data());
+  }
+  out->readback_ms = MsSince(t);
+  if (status == VYRE_STATUS_OK) return kExitOk;
+  return ApiFail(kEgraphCmd, "vyre_egraph_image_read", status, s.json, s.gpu);
+}
+
+// Applies `unions` (pairs of class ids), rebuilds the image to its congruence
+// fixpoint and reads back the canonical class of every class.
+int ApplyUnionsAndRebuild(const std::vector<uint32_t>& unions, EgraphSession* s,
+                          RebuildOutcome* out) {
+  if (s->graph.rows() >= kStatusRows) s->progress.Status("rebuilding...");
+  vyre_egraph_rebuild_desc rdesc = VYRE_EGRAPH_REBUILD_DESC_INIT;
+  rdesc.flags = s->gpu ? VYRE_EGRAPH_REBUILD_DEVICE_TIMING : 0;
+  rdesc.unions = Data(unions);
+  rdesc.union_count = unions.size() / 2;
+  out->unions = unions.size() / 2;
+  const Clock::time_point t = Clock::now();
+  const vyre_status status = vyre_egraph_rebuild(s->image, &rdesc, &out->result);
+  out->rebuild_ms = MsSince(t);
+  s->progress.Finish();
+  if (status != VYRE_STATUS_OK) {
+    return ApiFail(kEgraphCmd, "vyre_egraph_rebuild", status, s->json, s->gpu);
+  }
+  return ReadCanonical(*s, out);
+}
+
+// Destroys the image and the context. Their errors decide the exit code only
+// when nothing failed before (`exit_code`), which they then replace.
+int ReleaseDevice(EgraphSession* s, int exit_code) {
+  if (s->image.bits != 0) {
+    const vyre_status status = vyre_egraph_image_destroy(s->image);
+    s->image.bits = 0;
+    if (status != VYRE_STATUS_OK && exit_code == kExitOk) {
+      exit_code = ApiFail(kEgraphCmd, "vyre_egraph_image_destroy", status, s->json, false);
     }
   }
-  if (context.bits != 0) {
-    const vyre_status s = vyre_context_destroy(context);
-    context.bits = 0;
-    if (s != VYRE_STATUS_OK && exit_code == kExitOk) {
-      exit_code = ApiFail(kCmd, "vyre_context_destroy", s, json, false);
+  if (s->context.bits != 0) {
+    const vyre_status status = vyre_context_destroy(s->context);
+    s->context.bits = 0;
+    if (status != VYRE_STATUS_OK && exit_code == kExitOk) {
+      exit_code = ApiFail(kEgraphCmd, "vyre_context_destroy", status, s->json, false);
     }
   }
-  if (exit_code != kExitOk) return exit_code;
+  return exit_code;
+}
 
-  for (uint32_t c : canonical) {
-    if (c >= g.classes) {
-      return ToolFail(kCmd,
+// A canonical class outside the graph would write a partition that names no
+// e-class of the file.
+int CheckCanonical(const EgraphSession& s, const RebuildOutcome& out) {
+  for (uint32_t c : out.canonical) {
+    if (c >= s.graph.classes) {
+      return ToolFail(kEgraphCmd,
                       "the library returned canonical class " + std::to_string(c) + " of " +
-                          std::to_string(g.classes) +
+                          std::to_string(s.graph.classes) +
                           " classes. Fix: report this as a bug in vyre-cuda.",
-                      json);
-    }
-  }
-  if (!options.partition_out.empty()) {
-    st = tools::WritePartition(options.partition_out, g, canonical);
-    if (!st.ok()) return ToolFail(kCmd, st.message, json);
-  }
-
-  const double device_ms = result.device_ns / 1e6;
-  if (json) {
-    std::string out = "{\"command\": \"egraph\", \"file\": " + Quoted(options.file) +
-                      ", \"device\": " + Quoted(options.device) +
-                      ", \"device_name\": " + Quoted(device_name) +
-                      ", \"bytes\": " + std::to_string(g.bytes) +
-                      ", \"e_nodes\": " + std::to_string(g.rows()) +
-                      ", \"children\": " + std::to_string(g.children.size()) +
-                      ", \"ops\": " + std::to_string(g.op_names.size()) +
-                      ", \"classes\": " + std::to_string(g.classes) +
-                      ", \"unions\": " + std::to_string(unions.size() / 2) +
-                      ", \"union_merges\": " + std::to_string(result.union_merges) +
-                      ", \"classes_before\": " + std::to_string(result.classes_before) +
-                      ", \"classes_after\": " + std::to_string(result.classes_after) +
-                      ", \"rounds\": " + std::to_string(result.rounds) +
-                      ", \"merges\": " + std::to_string(result.merges) +
-                      ", \"rows_visited\": " + std::to_string(result.rows_visited) +
-                      ", \"times_ms\": {\"load\": " + Num(load_ms) + ", \"upload\": " +
-                      Num(upload_ms) + ", \"rebuild\": " + Num(rebuild_ms) +
-                      ", \"read_back\": " + Num(readback_ms) +
-                      (gpu ? ", \"rebuild_device\": " + Num(device_ms) : std::string()) +
-                      "}, \"partition_out\": " +
-                      (options.partition_out.empty() ? std::string("null")
-                                                     : Quoted(options.partition_out)) +
-                      "}";
-    std::printf("%s\n", out.c_str());
-  } else {
-    std::printf("e-graph:          %s (%.1f MiB)\n", options.file.c_str(), g.bytes / 1048576.0);
-    std::printf("device:           %s (%s)\n", options.device.c_str(), device_name.c_str());
-    std::printf("e-nodes:          %" PRIu64 " (%zu children, %zu ops)\n", g.rows(),
-                g.children.size(), g.op_names.size());
-    std::printf("classes:          %" PRIu64 "\n", g.classes);
-    std::printf("unions:           %zu (%" PRIu64 " merged classes)\n", unions.size() / 2,
-                static_cast<uint64_t>(result.union_merges));
-    std::printf("classes before:   %" PRIu64 "\n", static_cast<uint64_t>(result.classes_before));
-    std::printf("classes after:    %" PRIu64 "\n", static_cast<uint64_t>(result.classes_after));
-    std::printf("rounds:           %u\n", result.rounds);
-    std::printf("merges:           %" PRIu64 " (congruence)\n",
-                static_cast<uint64_t>(result.merges));
-    std::printf("rows visited:     %" PRIu64 "\n", static_cast<uint64_t>(result.rows_visited));
-    std::printf("time load:        %10.3f ms\n", load_ms);
-    std::printf("time upload:      %10.3f ms\n", upload_ms);
-    std::printf("time rebuild:     %10.3f ms", rebuild_ms);
-    if (gpu) std::printf("  (device %.3f ms)", device_ms);
-    std::printf("\n");
-    std::printf("time read-back:   %10.3f ms\n", readback_ms);
-    if (!options.partition_out.empty()) {
-      std::printf("partition:        %s\n", options.partition_out.c_str());
+                      s.json);
     }
   }
   return kExitOk;
+}
+
+// Writes the partition to `path` (nothing when empty).
+int WritePartitionFile(const std::string& path, const EgraphSession& s,
+                       const RebuildOutcome& out) {
+  if (path.empty()) return kExitOk;
+  const tools::ToolStatus st = tools::WritePartition(path, s.graph, out.canonical);
+  return st.ok() ? kExitOk : ToolFail(kEgraphCmd, st.message, s.json);
+}
+
+std::string EgraphJson(const EgraphOptions& options, const EgraphSession& s,
+                       const RebuildOutcome& out) {
+  const tools::LoadedEgraph& g = s.graph;
+  const vyre_egraph_rebuild_result& r = out.result;
+  return "{\"command\": \"egraph\", \"file\": " + Quoted(options.file) +
+         ", \"device\": " + Quoted(options.device) + ", \"device_name\": " + Quoted(s.device_name) +
+         ", \"bytes\": " + std::to_string(g.bytes) + ", \"e_nodes\": " + std::to_string(g.rows()) +
+         ", \"children\": " + std::to_string(g.children.size()) +
+         ", \"ops\": " + std::to_string(g.op_names.size()) +
+         ", \"classes\": " + std::to_string(g.classes) +
+         ", \"unions\": " + std::to_string(out.unions) +
+         ", \"union_merges\": " + std::to_string(r.union_merges) +
+         ", \"classes_before\": " + std::to_string(r.classes_before) +
+         ", \"classes_after\": " + std::to_string(r.classes_after) +
+         ", \"rounds\": " + std::to_string(r.rounds) + ", \"merges\": " + std::to_string(r.merges) +
+         ", \"rows_visited\": " + std::to_string(r.rows_visited) +
+         ", \"times_ms\": {\"load\": " + Num(s.load_ms) + ", \"upload\": " + Num(s.upload_ms) +
+         ", \"rebuild\": " + Num(out.rebuild_ms) + ", \"read_back\": " + Num(out.readback_ms) +
+         (s.gpu ? ", \"rebuild_device\": " + Num(r.device_ns / 1e6) : std::string()) +
+         "}, \"partition_out\": " +
+         (options.partition_out.empty() ? std::string("null") : Quoted(options.partition_out)) +
+         "}";
+}
+
+void PrintEgraphText(const EgraphOptions& options, const EgraphSession& s,
+                     const RebuildOutcome& out) {
+  const tools::LoadedEgraph& g = s.graph;
+  const vyre_egraph_rebuild_result& r = out.result;
+  std::printf("e-graph:          %s (%.1f MiB)\n", options.file.c_str(), g.bytes / 1048576.0);
+  std::printf("device:           %s (%s)\n", options.device.c_str(), s.device_name.c_str());
+  std::printf("e-nodes:          %" PRIu64 " (%zu children, %zu ops)\n", g.rows(),
+              g.children.size(), g.op_names.size());
+  std::printf("classes:          %" PRIu64 "\n", g.classes);
+  std::printf("unions:           %zu (%" PRIu64 " merged classes)\n", out.unions,
+              static_cast<uint64_t>(r.union_merges));
+  std::printf("classes before:   %" PRIu64 "\n", static_cast<uint64_t>(r.classes_before));
+  std::printf("classes after:    %" PRIu64 "\n", static_cast<uint64_t>(r.classes_after));
+  std::printf("rounds:           %u\n", r.rounds);
+  std::printf("merges:           %" PRIu64 " (congruence)\n", static_cast<uint64_t>(r.merges));
+  std::printf("rows visited:     %" PRIu64 "\n", static_cast<uint64_t>(r.rows_visited));
+  std::printf("time load:        %10.3f ms\n", s.load_ms);
+  std::printf("time upload:      %10.3f ms\n", s.upload_ms);
+  std::printf("time rebuild:     %10.3f ms", out.rebuild_ms);
+  if (s.gpu) std::printf("  (device %.3f ms)", r.device_ns / 1e6);
+  std::printf("\n");
+  std::printf("time read-back:   %10.3f ms\n", out.readback_ms);
+  if (!options.partition_out.empty()) {
+    std::printf("partition:        %s\n", options.partition_out.c_str());
+  }
+}
+
+// Reports one rebuild: one JSON object on stdout with --json, else text.
+void ReportEgraph(const EgraphOptions& options, const EgraphSession& s,
+                  const RebuildOutcome& out) {
+  if (s.json) {
+    std::printf("%s\n", EgraphJson(options, s, out).c_str());
+  } else {
+    PrintEgraphText(options, s, out);
+  }
+}
+
+}  // namespace
+
+int RunEgraph(const EgraphOptions& options) {
+  EgraphSession session(options);
+  std::vector<uint32_t> unions;
+  RebuildOutcome outcome;
+  int exit_code = OpenDevice(&session);
+  if (exit_code == kExitOk) exit_code = LoadGraph(options.file, &session);
+  if (exit_code == kExitOk) exit_code = ReadUnions(options.unions_file, session, &unions);
+  if (exit_code == kExitOk) exit_code = BuildImage(&session);
+  if (exit_code == kExitOk) exit_code = ApplyUnionsAndRebuild(unions, &session, &outcome);
+  // Released before any output, so that a destroy error is the command's error.
+  exit_code = ReleaseDevice(&session, exit_code);
+  if (exit_code == kExitOk) exit_code = CheckCanonical(session, outcome);
+  if (exit_code == kExitOk) exit_code = WritePartitionFile(options.partition_out, session, outcome);
+  if (exit_code == kExitOk) ReportEgraph(options, session, outcome);
+  return exit_code;
 }
 
 // ---------------------------------------------------------------------------
@@ -504,164 +588,226 @@ std::string RunJson(const BenchRun& r) {
          ", \"read_back_ms\": " + Num(r.readback_ms) + "}";
 }
 
-}  // namespace
+constexpr char kBenchCmd[] = "egraph-bench";
 
-int RunEgraphBench(const EgraphBenchOptions& options) {
-  const char* kCmd = "egraph-bench";
-  const bool json = options.json;
+// The synthetic e-graph and what its rebuilds gave: everything the report
+// prints.
+struct BenchCases {
+  tools::SyntheticEgraph graph;
+  double generate_ms = 0;
+  // "gpu" (when there is a GPU), "cpu-1" (unless skipped), "cpu-all".
+  std::vector<BenchRun> runs;
+  // Why there is no GPU run.
+  std::string gpu_note;
+  // The first run that disagrees with the first run; empty when all agree.
+  std::string mismatch;
+};
+
+// The limits of the image format, checked before generating anything.
+int CheckBenchOptions(const EgraphBenchOptions& options) {
   if (options.rows > UINT32_MAX) {
-    return ToolFail(kCmd,
+    return ToolFail(kBenchCmd,
                     "--rows " + std::to_string(options.rows) +
                         " is too large: e-graph images hold at most 2^32 - 1 rows. Fix: pass a "
                         "smaller --rows.",
-                    json);
+                    options.json);
   }
   if (options.arity > 64) {
-    return ToolFail(kCmd, "--arity " + std::to_string(options.arity) +
-                              " is too large. Fix: pass an arity of at most 64 (2 is the math "
-                              "benchmark's).",
-                    json);
-  }
-  Clock::time_point t = Clock::now();
-  const tools::SyntheticEgraph g = tools::GenerateSynthetic(options.rows, options.arity, options.seed);
-  const double generate_ms = MsSince(t);
-  if (g.rows() != options.rows) {
-    return ToolFail(kCmd, "--rows " + std::to_string(options.rows) + " with --arity " +
-                              std::to_string(options.arity) +
-                              " needs more than 2^32 - 1 children. Fix: pass fewer rows.",
-                    json);
-  }
-
-  std::vector<BenchRun> runs;
-  std::string gpu_note;
-  // GPU, when there is one.
-  {
-    vyre_context context = {0};
-    vyre_context_desc cdesc = VYRE_CONTEXT_DESC_INIT;
-    const vyre_status s = vyre_context_create(&cdesc, &context);
-    if (s != VYRE_STATUS_OK) {
-      const LastError e = ReadLastError();
-      if (!IsNoGpu(s)) return ApiFail(kCmd, "vyre_context_create", s, json, false);
-      gpu_note = std::string("no GPU run: ") + vyre_status_name(s) + ": " + e.message;
-      if (!json) std::fprintf(stderr, "vyre-cuda %s: %s\n", kCmd, gpu_note.c_str());
-    } else {
-      BenchRun run;
-      run.name = "gpu";
-      run.device_name = DeviceName(context);
-      const char* call = "";
-      const vyre_status r = RunOne(g, VYRE_EGRAPH_DEVICE_GPU, context, 0, options.repeat,
-                                   /*warm_up=*/true, &run, &call);
-      int exit_code = kExitOk;
-      if (r != VYRE_STATUS_OK) exit_code = ApiFail(kCmd, call, r, json, false);
-      vyre_context_destroy(context);
-      if (exit_code != kExitOk) return exit_code;
-      runs.push_back(std::move(run));
-    }
-  }
-  // CPU reference: one thread, then every core.
-  for (int which = 0; which < 2; ++which) {
-    if (which == 0 && options.skip_single_thread) continue;
-    BenchRun run;
-    run.name = which == 0 ? "cpu-1" : "cpu-all";
-    run.threads = which == 0 ? 1 : options.cpu_threads;
-    run.device_name = which == 0 ? "CPU reference, 1 thread"
-                                 : (options.cpu_threads == 0
-                                        ? std::string("CPU reference, every core")
-                                        : "CPU reference, " + std::to_string(options.cpu_threads) +
-                                              " threads");
-    const char* call = "";
-    const vyre_status r = RunOne(g, VYRE_EGRAPH_DEVICE_CPU, vyre_context{0}, run.threads,
-                                 options.repeat, /*warm_up=*/false, &run, &call);
-    if (r != VYRE_STATUS_OK) return ApiFail(kCmd, call, r, json, false);
-    runs.push_back(std::move(run));
-  }
-
-  // Every run must give the same partition.
-  std::string mismatch;
-  for (size_t i = 1; i < runs.size() && mismatch.empty(); ++i) {
-    if (runs[i].canonical != runs[0].canonical) {
-      uint64_t first = 0;
-      while (first < g.classes && runs[i].canonical[first] == runs[0].canonical[first]) ++first;
-      mismatch = runs[i].name + " and " + runs[0].name + " disagree: class " +
-                 std::to_string(first) + " is canonically " +
-                 std::to_string(runs[i].canonical[first]) + " vs " +
-                 std::to_string(runs[0].canonical[first]);
-    }
-  }
-
-  const BenchRun* gpu = nullptr;
-  const BenchRun* cpu1 = nullptr;
-  const BenchRun* cpuall = nullptr;
-  for (const BenchRun& r : runs) {
-    if (r.name == "gpu") gpu = &r;
-    if (r.name == "cpu-1") cpu1 = &r;
-    if (r.name == "cpu-all") cpuall = &r;
-  }
-  const BenchRun& first = runs.front();
-  auto speedup = [&](const BenchRun* cpu) {
-    return gpu && cpu && gpu->rebuild_ms > 0 ? cpu->rebuild_ms / gpu->rebuild_ms : 0.0;
-  };
-
-  if (json) {
-    std::string out = "{\"command\": \"egraph-bench\", \"rows\": " + std::to_string(g.rows()) +
-                      ", \"arity\": " + std::to_string(options.arity) +
-                      ", \"seed\": " + std::to_string(options.seed) +
-                      ", \"depth\": " + std::to_string(g.depth) +
-                      ", \"children\": " + std::to_string(g.children.size()) +
-                      ", \"classes_before\": " + std::to_string(g.classes) +
-                      ", \"classes_after\": " + std::to_string(first.result.classes_after) +
-                      ", \"rounds\": " + std::to_string(first.result.rounds) +
-                      ", \"merges\": " + std::to_string(first.result.merges) +
-                      ", \"repeat\": " + std::to_string(options.repeat) +
-                      ", \"generate_ms\": " + Num(generate_ms) + ", \"runs\": [";
-    for (size_t i = 0; i < runs.size(); ++i) out += (i ? ", " : "") + RunJson(runs[i]);
-    out += "]";
-    if (gpu) {
-      out += ", \"speedup_vs_cpu_1\": " + (cpu1 ? Num(speedup(cpu1)) : std::string("null")) +
-             ", \"speedup_vs_cpu_all\": " + (cpuall ? Num(speedup(cpuall)) : std::string("null"));
-    } else {
-      out += ", \"gpu\": " + Quoted(gpu_note);
-    }
-    out += ", \"partitions_equal\": " + std::string(mismatch.empty() ? "true" : "false");
-    if (!mismatch.empty()) out += ", \"error\": {\"message\": " + Quoted(mismatch) + "}";
-    out += "}";
-    std::printf("%s\n", out.c_str());
-  } else {
-    std::printf("synthetic e-graph: %" PRIu64 " rows, arity <= %u, seed %" PRIu64
-                ", depth %u, %zu children (generated in %.1f ms)\n",
-                g.rows(), options.arity, options.seed, g.depth, g.children.size(), generate_ms);
-    std::printf("classes before:    %" PRIu64 "\n", g.classes);
-    std::printf("classes after:     %" PRIu64 "\n",
-                static_cast<uint64_t>(first.result.classes_after));
-    std::printf("rounds:            %u\n", first.result.rounds);
-    std::printf("merges:            %" PRIu64 "\n", static_cast<uint64_t>(first.result.merges));
-    std::printf("%-10s %-34s %7s %12s %12s %12s %12s\n", "run", "device", "rounds", "upload ms",
-                "rebuild ms", "device ms", "read-back ms");
-    for (const BenchRun& r : runs) {
-      std::printf("%-10s %-34s %7u %12.3f %12.3f ", r.name.c_str(), r.device_name.c_str(),
-                  r.result.rounds, r.upload_ms, r.rebuild_ms);
-      if (r.name == "gpu") {
-        std::printf("%12.3f", r.device_ms);
-      } else {
-        std::printf("%12s", "-");
-      }
-      std::printf(" %12.3f\n", r.readback_ms);
-    }
-    if (gpu) {
-      if (cpu1) std::printf("GPU speedup vs CPU, 1 thread:   %.1fx\n", speedup(cpu1));
-      if (cpuall) std::printf("GPU speedup vs CPU, all cores:  %.1fx\n", speedup(cpuall));
-    }
-    std::printf("rebuild times: median of %u (GPU after one warm-up)\n", options.repeat);
-    if (mismatch.empty()) std::printf("partitions: equal on every run\n");
-  }
-  if (!mismatch.empty()) {
-    std::fprintf(stderr,
-                 "vyre-cuda %s: the rebuilds disagree: %s. Fix: report this as a bug in "
-                 "vyre-cuda, with --rows %" PRIu64 " --arity %u --seed %" PRIu64 ".\n",
-                 kCmd, mismatch.c_str(), options.rows, options.arity, options.seed);
-    return kExitError;
+    return ToolFail(kBenchCmd, "--arity " + std::to_string(options.arity) +
+                                   " is too large. Fix: pass an arity of at most 64 (2 is the "
+                                   "math benchmark's).",
+                    options.json);
   }
   return kExitOk;
+}
+
+int GenerateGraph(const EgraphBenchOptions& options, BenchCases* cases) {
+  const Clock::time_point t = Clock::now();
+  cases->graph = tools::GenerateSynthetic(options.rows, options.arity, options.seed);
+  cases->generate_ms = MsSince(t);
+  if (cases->graph.rows() == options.rows) return kExitOk;
+  return ToolFail(kBenchCmd, "--rows " + std::to_string(options.rows) + " with --arity " +
+                                 std::to_string(options.arity) +
+                                 " needs more than 2^32 - 1 children. Fix: pass fewer rows.",
+                  options.json);
+}
+
+// A context that cannot be created for want of a usable GPU only leaves out
+// the GPU run (with a note); any other failure is the command's error.
+int NoteNoGpu(vyre_status status, bool json, BenchCases* cases) {
+  // Read before the status is judged: the note quotes the library's message.
+  const LastError e = ReadLastError();
+  if (!IsNoGpu(status)) return ApiFail(kBenchCmd, "vyre_context_create", status, json, false);
+  cases->gpu_note = std::string("no GPU run: ") + vyre_status_name(status) + ": " + e.message;
+  if (!json) std::fprintf(stderr, "vyre-cuda %s: %s\n", kBenchCmd, cases->gpu_note.c_str());
+  return kExitOk;
+}
+
+// The GPU run, when there is a GPU: one untimed warm-up, then `repeat` rebuilds.
+int TimeGpu(const EgraphBenchOptions& options, BenchCases* cases) {
+  vyre_context context = {0};
+  vyre_context_desc cdesc = VYRE_CONTEXT_DESC_INIT;
+  const vyre_status s = vyre_context_create(&cdesc, &context);
+  if (s != VYRE_STATUS_OK) return NoteNoGpu(s, options.json, cases);
+  BenchRun run;
+  run.name = "gpu";
+  run.device_name = DeviceName(context);
+  const char* call = "";
+  const vyre_status r = RunOne(cases->graph, VYRE_EGRAPH_DEVICE_GPU, context, 0, options.repeat,
+                               /*warm_up=*/true, &run, &call);
+  int exit_code = kExitOk;
+  if (r != VYRE_STATUS_OK) exit_code = ApiFail(kBenchCmd, call, r, options.json, false);
+  vyre_context_destroy(context);
+  if (exit_code == kExitOk) cases->runs.push_back(std::move(run));
+  return exit_code;
+}
+
+// The CPU reference's run on one thread, or on `cpu_threads` (0 = every core).
+BenchRun CpuRun(bool one_thread, uint32_t cpu_threads) {
+  BenchRun run;
+  run.name = one_thread ? "cpu-1" : "cpu-all";
+  run.threads = one_thread ? 1 : cpu_threads;
+  if (one_thread) {
+    run.device_name = "CPU reference, 1 thread";
+  } else if (cpu_threads == 0) {
+    run.device_name = "CPU reference, every core";
+  } else {
+    run.device_name = "CPU reference, " + std::to_string(cpu_threads) + " threads";
+  }
+  return run;
+}
+
+// The CPU reference: one thread (unless skipped), then every core.
+int TimeCpu(const EgraphBenchOptions& options, BenchCases* cases) {
+  for (const bool one_thread : {true, false}) {
+    if (one_thread && options.skip_single_thread) continue;
+    BenchRun run = CpuRun(one_thread, options.cpu_threads);
+    const char* call = "";
+    const vyre_status r = RunOne(cases->graph, VYRE_EGRAPH_DEVICE_CPU, vyre_context{0},
+                                 run.threads, options.repeat, /*warm_up=*/false, &run, &call);
+    if (r != VYRE_STATUS_OK) return ApiFail(kBenchCmd, call, r, options.json, false);
+    cases->runs.push_back(std::move(run));
+  }
+  return kExitOk;
+}
+
+// Every run must give the same partition: the first run that does not, and
+// the first class where it differs; empty when all agree.
+std::string FirstMismatch(const std::vector<BenchRun>& runs, uint64_t classes) {
+  for (size_t i = 1; i < runs.size(); ++i) {
+    const std::vector<uint32_t>& mine = runs[i].canonical;
+    const std::vector<uint32_t>& first_run = runs[0].canonical;
+    if (mine == first_run) continue;
+    uint64_t first = 0;
+    while (first < classes && mine[first] == first_run[first]) ++first;
+    return runs[i].name + " and " + runs[0].name + " disagree: class " + std::to_string(first) +
+           " is canonically " + std::to_string(mine[first]) + " vs " +
+           std::to_string(first_run[first]);
+  }
+  return std::string();
+}
+
+const BenchRun* FindRun(const std::vector<BenchRun>& runs, const char* name) {
+  for (const BenchRun& r : runs) {
+    if (r.name == name) return &r;
+  }
+  return nullptr;
+}
+
+// The GPU's rebuild speedup over a CPU run; 0 when either is missing.
+double Speedup(const BenchRun* gpu, const BenchRun* cpu) {
+  return gpu && cpu && gpu->rebuild_ms > 0 ? cpu->rebuild_ms / gpu->rebuild_ms : 0.0;
+}
+
+std::string BenchJson(const EgraphBenchOptions& options, const BenchCases& c) {
+  const tools::SyntheticEgraph& g = c.graph;
+  const BenchRun& first = c.runs.front();
+  const BenchRun* gpu = FindRun(c.runs, "gpu");
+  const BenchRun* cpu1 = FindRun(c.runs, "cpu-1");
+  const BenchRun* cpuall = FindRun(c.runs, "cpu-all");
+  std::string out = "{\"command\": \"egraph-bench\", \"rows\": " + std::to_string(g.rows()) +
+                    ", \"arity\": " + std::to_string(options.arity) +
+                    ", \"seed\": " + std::to_string(options.seed) +
+                    ", \"depth\": " + std::to_string(g.depth) +
+                    ", \"children\": " + std::to_string(g.children.size()) +
+                    ", \"classes_before\": " + std::to_string(g.classes) +
+                    ", \"classes_after\": " + std::to_string(first.result.classes_after) +
+                    ", \"rounds\": " + std::to_string(first.result.rounds) +
+                    ", \"merges\": " + std::to_string(first.result.merges) +
+                    ", \"repeat\": " + std::to_string(options.repeat) +
+                    ", \"generate_ms\": " + Num(c.generate_ms) + ", \"runs\": [";
+  for (size_t i = 0; i < c.runs.size(); ++i) out += (i ? ", " : "") + RunJson(c.runs[i]);
+  out += "]";
+  if (gpu) {
+    out += ", \"speedup_vs_cpu_1\": " + (cpu1 ? Num(Speedup(gpu, cpu1)) : std::string("null")) +
+           ", \"speedup_vs_cpu_all\": " +
+           (cpuall ? Num(Speedup(gpu, cpuall)) : std::string("null"));
+  } else {
+    out += ", \"gpu\": " + Quoted(c.gpu_note);
+  }
+  out += ", \"partitions_equal\": " + std::string(c.mismatch.empty() ? "true" : "false");
+  if (!c.mismatch.empty()) out += ", \"error\": {\"message\": " + Quoted(c.mismatch) + "}";
+  return out + "}";
+}
+
+void PrintBenchText(const EgraphBenchOptions& options, const BenchCases& c) {
+  const tools::SyntheticEgraph& g = c.graph;
+  const BenchRun& first = c.runs.front();
+  std::printf("synthetic e-graph: %" PRIu64 " rows, arity <= %u, seed %" PRIu64
+              ", depth %u, %zu children (generated in %.1f ms)\n",
+              g.rows(), options.arity, options.seed, g.depth, g.children.size(), c.generate_ms);
+  std::printf("classes before:    %" PRIu64 "\n", g.classes);
+  std::printf("classes after:     %" PRIu64 "\n",
+              static_cast<uint64_t>(first.result.classes_after));
+  std::printf("rounds:            %u\n", first.result.rounds);
+  std::printf("merges:            %" PRIu64 "\n", static_cast<uint64_t>(first.result.merges));
+  std::printf("%-10s %-34s %7s %12s %12s %12s %12s\n", "run", "device", "rounds", "upload ms",
+              "rebuild ms", "device ms", "read-back ms");
+  for (const BenchRun& r : c.runs) {
+    std::printf("%-10s %-34s %7u %12.3f %12.3f ", r.name.c_str(), r.device_name.c_str(),
+                r.result.rounds, r.upload_ms, r.rebuild_ms);
+    if (r.name == "gpu") {
+      std::printf("%12.3f", r.device_ms);
+    } else {
+      std::printf("%12s", "-");
+    }
+    std::printf(" %12.3f\n", r.readback_ms);
+  }
+  const BenchRun* gpu = FindRun(c.runs, "gpu");
+  const BenchRun* cpu1 = FindRun(c.runs, "cpu-1");
+  const BenchRun* cpuall = FindRun(c.runs, "cpu-all");
+  if (gpu && cpu1) std::printf("GPU speedup vs CPU, 1 thread:   %.1fx\n", Speedup(gpu, cpu1));
+  if (gpu && cpuall) std::printf("GPU speedup vs CPU, all cores:  %.1fx\n", Speedup(gpu, cpuall));
+  std::printf("rebuild times: median of %u (GPU after one warm-up)\n", options.repeat);
+  if (c.mismatch.empty()) std::printf("partitions: equal on every run\n");
+}
+
+// Prints the report (JSON or text); a disagreement between runs is exit 1.
+int ReportBench(const EgraphBenchOptions& options, const BenchCases& c) {
+  if (options.json) {
+    std::printf("%s\n", BenchJson(options, c).c_str());
+  } else {
+    PrintBenchText(options, c);
+  }
+  if (c.mismatch.empty()) return kExitOk;
+  std::fprintf(stderr,
+               "vyre-cuda %s: the rebuilds disagree: %s. Fix: report this as a bug in "
+               "vyre-cuda, with --rows %" PRIu64 " --arity %u --seed %" PRIu64 ".\n",
+               kBenchCmd, c.mismatch.c_str(), options.rows, options.arity, options.seed);
+  return kExitError;
+}
+
+}  // namespace
+
+int RunEgraphBench(const EgraphBenchOptions& options) {
+  BenchCases cases;
+  int exit_code = CheckBenchOptions(options);
+  if (exit_code == kExitOk) exit_code = GenerateGraph(options, &cases);
+  if (exit_code == kExitOk) exit_code = TimeGpu(options, &cases);
+  if (exit_code == kExitOk) exit_code = TimeCpu(options, &cases);
+  if (exit_code != kExitOk) return exit_code;
+  cases.mismatch = FirstMismatch(cases.runs, cases.graph.classes);
+  return ReportBench(options, cases);
 }
 
 }  // namespace vyre::cli
