@@ -1,0 +1,212 @@
+// Executable graphs (the model: capture.cc): instantiate, upload, launch,
+// destroy, and the updates of their kernel and memset nodes.
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "entry_points.h"
+#include "kernels.h"
+#include "state.h"
+
+namespace fake_driver {
+
+CUresult fake_cuGraphInstantiateWithFlags(CUgraphExec* exec, CUgraph graph,
+                                          unsigned long long flags) {
+  Lock lock(S().mu);
+  if (CUresult r = RequireContext("cuGraphInstantiateWithFlags")) return r;
+  if (exec == nullptr) {
+    return Misuse(CUDA_ERROR_INVALID_VALUE, "cuGraphInstantiateWithFlags: NULL exec");
+  }
+  FakeGraph* g = FindGraph(graph);
+  if (g == nullptr) {
+    return Misuse(CUDA_ERROR_INVALID_VALUE, "cuGraphInstantiateWithFlags: unknown graph %p",
+                  static_cast<void*>(graph));
+  }
+  constexpr unsigned long long kKnownFlags = CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH |
+                                             CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH |
+                                             CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY;
+  const bool device_launch = (flags & CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH) != 0;
+  if ((flags & ~kKnownFlags) != 0 ||
+      (device_launch && (flags & CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH) != 0) ||
+      (device_launch && g->nodes.empty())) {
+    return Misuse(CUDA_ERROR_INVALID_VALUE, "cuGraphInstantiateWithFlags: flags 0x%llx", flags);
+  }
+  auto x = std::make_unique<FakeGraphExec>();
+  x->source = g;
+  x->nodes.reserve(g->nodes.size());
+  for (const auto& node : g->nodes) {
+    x->index[node.get()] = x->nodes.size();
+    x->nodes.push_back(*node);
+  }
+  FakeGraphExec* raw = x.get();
+  S().graph_execs.emplace(raw, std::move(x));
+  *exec = reinterpret_cast<CUgraphExec>(raw);
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuGraphExecDestroy(CUgraphExec exec) {
+  Lock lock(S().mu);
+  if (CUresult r = RequireContext("cuGraphExecDestroy")) return r;
+  if (S().graph_execs.erase(reinterpret_cast<FakeGraphExec*>(exec)) == 0) {
+    return Misuse(CUDA_ERROR_INVALID_VALUE, "cuGraphExecDestroy: unknown graph exec %p",
+                  static_cast<void*>(exec));
+  }
+  return CUDA_SUCCESS;
+}
+
+// Runs a graph's kernel node with the argument values it holds.
+CUresult RunKernelNode(const FakeGraphNode& n) {
+  bool module_live = false;
+  for (const FakeModule* m : S().modules) module_live |= m->serial == n.module_serial;
+  if (!module_live) {
+    return Misuse(CUDA_ERROR_INVALID_HANDLE,
+                  "cuGraphLaunch: kernel node %s: its module has been unloaded", n.kernel.c_str());
+  }
+  size_t size = n.args.size();
+  void* extra[] = {CU_LAUNCH_PARAM_BUFFER_POINTER,
+                   const_cast<unsigned char*>(n.args.data()), CU_LAUNCH_PARAM_BUFFER_SIZE,
+                   &size, CU_LAUNCH_PARAM_END};
+  KernelArgs args(nullptr, n.args.empty() ? nullptr : extra);
+  return RunLaunch(n.kernel, n.shape, args, false);
+}
+
+namespace {
+
+// Validates the exec and stream of cuGraphLaunch and cuGraphUpload.
+CUresult CheckGraphLaunch(FakeGraphExec* x, CUgraphExec exec, CUstream stream, const char* fn) {
+  if (x == nullptr) {
+    return Misuse(CUDA_ERROR_INVALID_VALUE, "%s: unknown graph exec %p", fn,
+                  static_cast<void*>(exec));
+  }
+  if (CUresult r = CheckStream(stream, fn)) return r;
+  if (CUresult r = RejectOnCapturingStream(stream, fn)) return r;
+  return RejectImplicitCaptureDependency(stream, fn);
+}
+
+}  // namespace
+
+CUresult fake_cuGraphUpload(CUgraphExec exec, CUstream stream) {
+  Lock lock(S().mu);
+  if (CUresult r = RequireContext("cuGraphUpload", kEnqueue)) return r;
+  if (S().latent != CUDA_SUCCESS) return CUDA_SUCCESS;  // a latent fault: accepted, dropped
+  return CheckGraphLaunch(FindGraphExec(exec), exec, stream, "cuGraphUpload");
+}
+
+CUresult fake_cuGraphLaunch(CUgraphExec exec, CUstream stream) {
+  Lock lock(S().mu);
+  if (CUresult r = RequireContext("cuGraphLaunch", kEnqueue)) return r;
+  if (S().latent != CUDA_SUCCESS) return CUDA_SUCCESS;  // a latent fault: accepted, dropped
+  FakeGraphExec* x = FindGraphExec(exec);
+  if (CUresult r = CheckGraphLaunch(x, exec, stream, "cuGraphLaunch")) return r;
+  FlushDeferred();
+  fake_cuda_stats& st = S().stats;
+  ++st.graph_launches;
+  for (const FakeGraphNode& n : x->nodes) {
+    if (S().sticky != CUDA_SUCCESS || S().latent != CUDA_SUCCESS) break;  // a node faulted
+    if (n.op == NodeOp::kKernel) {
+      if (CUresult r = RunKernelNode(n)) return r;
+    } else {
+      if (CUresult r = CheckTransfer(n, "cuGraphLaunch")) return r;
+      RunTransfer(n);
+    }
+    ++st.graph_nodes_run;
+  }
+  return CUDA_SUCCESS;
+}
+
+namespace {
+
+// The exec's copy of original node `node`, which must be of the graph the exec
+// was instantiated from (and that graph still alive).
+FakeGraphNode* ExecNode(FakeGraphExec* x, CUgraphNode node, const char* fn) {
+  if (x->source == nullptr) {
+    Misuse(CUDA_ERROR_INVALID_VALUE, "%s: the graph the exec was instantiated from is destroyed",
+           fn);
+    return nullptr;
+  }
+  auto it = x->index.find(reinterpret_cast<const FakeGraphNode*>(node));
+  if (it == x->index.end()) {
+    Misuse(CUDA_ERROR_INVALID_VALUE,
+           "%s: node %p is not a node of the graph the exec was instantiated from", fn,
+           static_cast<void*>(node));
+    return nullptr;
+  }
+  return &x->nodes[it->second];
+}
+
+}  // namespace
+
+CUresult fake_cuGraphExecKernelNodeSetParams(CUgraphExec exec, CUgraphNode node,
+                                             const CUDA_KERNEL_NODE_PARAMS* params) {
+  static constexpr const char* fn = "cuGraphExecKernelNodeSetParams";
+  Lock lock(S().mu);
+  if (CUresult r = RequireContext(fn)) return r;
+  FakeGraphExec* x = FindGraphExec(exec);
+  if (x == nullptr) {
+    return Misuse(CUDA_ERROR_INVALID_VALUE, "%s: unknown graph exec %p", fn,
+                  static_cast<void*>(exec));
+  }
+  FakeGraphNode* n = ExecNode(x, node, fn);
+  if (n == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (n->op != NodeOp::kKernel) return Misuse(CUDA_ERROR_INVALID_VALUE, "%s: not a kernel node", fn);
+  if (params == nullptr) return Misuse(CUDA_ERROR_INVALID_VALUE, "%s: NULL params", fn);
+  if (params->func == nullptr) {
+    return Misuse(CUDA_ERROR_INVALID_VALUE, "%s: NULL func (the fake has no CUkernel)", fn);
+  }
+  FakeFunction* f = FindFunction(params->func);
+  if (f == nullptr) return Misuse(CUDA_ERROR_INVALID_VALUE, "%s: unknown function", fn);
+  if (f->module->serial != n->module_serial || f->name != n->kernel) {
+    return Misuse(CUDA_ERROR_INVALID_VALUE, "%s: changes the node's function from %s to %s", fn,
+                  n->kernel.c_str(), f->name.c_str());
+  }
+  const LaunchShape shape{{params->gridDimX, params->gridDimY, params->gridDimZ},
+                          {params->blockDimX, params->blockDimY, params->blockDimZ},
+                          params->sharedMemBytes};
+  if (CUresult r = CheckLaunchShape(*f, shape)) {
+    return Misuse(r, "%s(%s): grid %ux%ux%u block %ux%ux%u shared %u exceeds device limits", fn,
+                  f->name.c_str(), shape.grid[0], shape.grid[1], shape.grid[2], shape.block[0],
+                  shape.block[1], shape.block[2], shape.shared_bytes);
+  }
+  KernelArgs args(params->kernelParams, params->extra);
+  if (!args.present()) return Misuse(CUDA_ERROR_INVALID_VALUE, "%s: no kernel parameters", fn);
+  std::vector<unsigned char> packed;
+  if (CUresult r = PackKernelArgs(f->name, args, &packed)) return r;
+  n->shape = shape;
+  n->args = std::move(packed);
+  return CUDA_SUCCESS;
+}
+
+CUresult fake_cuGraphExecMemsetNodeSetParams(CUgraphExec exec, CUgraphNode node,
+                                             const CUDA_MEMSET_NODE_PARAMS* params,
+                                             CUcontext context) {
+  static constexpr const char* fn = "cuGraphExecMemsetNodeSetParams";
+  Lock lock(S().mu);
+  if (CUresult r = RequireContext(fn)) return r;
+  FakeGraphExec* x = FindGraphExec(exec);
+  if (x == nullptr) {
+    return Misuse(CUDA_ERROR_INVALID_VALUE, "%s: unknown graph exec %p", fn,
+                  static_cast<void*>(exec));
+  }
+  FakeGraphNode* n = ExecNode(x, node, fn);
+  if (n == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (n->op != NodeOp::kMemset) return Misuse(CUDA_ERROR_INVALID_VALUE, "%s: not a memset node", fn);
+  if (params == nullptr) return Misuse(CUDA_ERROR_INVALID_VALUE, "%s: NULL params", fn);
+  if (context != reinterpret_cast<CUcontext>(&S().primary)) {
+    return Misuse(CUDA_ERROR_INVALID_CONTEXT, "%s: context %p is not the node's context", fn,
+                  static_cast<void*>(context));
+  }
+  if (params->elementSize != 1 || params->height != 1 || params->width == 0 ||
+      params->value > 0xFF) {
+    return Misuse(CUDA_ERROR_INVALID_VALUE,
+                  "%s: elementSize %u height %zu width %zu value 0x%x: a byte memset node stays "
+                  "a non-empty one-row byte memset",
+                  fn, params->elementSize, params->height, params->width, params->value);
+  }
+  if (CUresult r = CheckDeviceRange(params->dst, params->width, fn)) return r;
+  n->dst = params->dst;
+  n->value = static_cast<unsigned char>(params->value);
+  n->bytes = params->width;
+  return CUDA_SUCCESS;
+}
+
+}  // namespace fake_driver

@@ -1,0 +1,18 @@
+// The parsers of module images (PTX text, cubins, fatbins) that find their
+// kernel entries, for cuModuleLoadDataEx.
+#ifndef VYRE_TESTS_SUPPORT_FAKE_DRIVER_MODULE_IMAGE_H_
+#define VYRE_TESTS_SUPPORT_FAKE_DRIVER_MODULE_IMAGE_H_
+
+#include <string>
+#include <vector>
+
+namespace fake_driver {
+
+bool IsElf(const unsigned char* image);
+bool IsFatbin(const unsigned char* image);
+// The kernel entries of a module image: PTX text, a cubin or a fatbin.
+std::vector<std::string> ModuleEntryNames(const void* image);
+
+}  // namespace fake_driver
+
+#endif  // VYRE_TESTS_SUPPORT_FAKE_DRIVER_MODULE_IMAGE_H_

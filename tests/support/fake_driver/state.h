@@ -1,0 +1,211 @@
+// The fake driver's shared state: the device it describes, the objects
+// behind the opaque handles, and the checks and helpers the entry points of
+// every file here share (each declared under the file that defines it).
+#ifndef VYRE_TESTS_SUPPORT_FAKE_DRIVER_STATE_H_
+#define VYRE_TESTS_SUPPORT_FAKE_DRIVER_STATE_H_
+
+#include <cuda.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "fake_cuda_control.h"
+
+namespace fake_driver {
+
+// ---------------------------------------------------------------------------
+// Device description
+// ---------------------------------------------------------------------------
+
+constexpr const char* kDeviceName = "Fake CUDA Device";
+constexpr int kMultiprocessors = 132;
+constexpr int kMaxThreadsPerBlock = 1024;
+constexpr int kMaxBlockDim[3] = {1024, 1024, 64};
+constexpr int kMaxGridDim[3] = {2147483647, 65535, 65535};
+constexpr int kSharedBytesPerBlock = 48 * 1024;
+constexpr int kMaxThreadsPerMultiprocessor = 2048;
+constexpr uint64_t kDefaultMemoryBytes = uint64_t{1} << 30;
+constexpr size_t kDeviceAlignment = 256;
+constexpr unsigned char kFreshMemoryPattern = 0xA5;  // never zero: zeroing must be explicit
+constexpr auto kHoldLimit = std::chrono::seconds(5);
+
+enum class Mode { kOk, kNoDevice, kOld, kStub };
+
+// ---------------------------------------------------------------------------
+// Objects behind the opaque handles
+// ---------------------------------------------------------------------------
+
+struct FakeContext {
+  int device = 0;
+};
+struct FakeModule {
+  std::vector<std::string> entries;
+  uint64_t serial = 0;  // unique per load: graph nodes notice an unload and reload
+  int static_shared_bytes = 0;  // of every kernel: PTX "fake-static-shared-bytes: <n>"
+};
+struct FakeFunction {
+  FakeModule* module = nullptr;
+  std::string name;
+  int static_shared_bytes = 0;
+  // Without the opt-in, static and dynamic shared memory share the 48 KiB.
+  int max_dynamic_shared_bytes = kSharedBytesPerBlock;
+};
+struct LaunchShape {
+  unsigned grid[3];
+  unsigned block[3];
+  unsigned shared_bytes;
+};
+
+// One operation of a captured graph (CUgraphNode points at one of these).
+enum class NodeOp { kCopyHtoD, kCopyDtoH, kCopyDtoD, kMemset, kKernel };
+struct FakeGraphNode {
+  NodeOp op = NodeOp::kKernel;
+  // Copies and memsets.
+  CUdeviceptr dst = 0;             // HtoD, DtoD, memset
+  CUdeviceptr src = 0;             // DtoH, DtoD
+  void* host_dst = nullptr;        // DtoH
+  const void* host_src = nullptr;  // HtoD
+  bool host_pinned = false;        // the host range was pinned memory at capture
+  size_t bytes = 0;
+  unsigned char value = 0;         // memset
+  // Kernels: the function is named by its module's load and its name.
+  uint64_t module_serial = 0;
+  std::string kernel;
+  LaunchShape shape{};
+  std::vector<unsigned char> args;  // packed like a CU_LAUNCH_PARAM_BUFFER_POINTER block
+  CUfunction function = nullptr;      // the handle captured, as cuGraphKernelNodeGetParams gives it
+  std::vector<void*> arg_pointers;    // kernelParams view of `args`, for the same call
+
+  CUgraphNodeType type() const {
+    if (op == NodeOp::kKernel) return CU_GRAPH_NODE_TYPE_KERNEL;
+    return op == NodeOp::kMemset ? CU_GRAPH_NODE_TYPE_MEMSET : CU_GRAPH_NODE_TYPE_MEMCPY;
+  }
+};
+struct FakeGraph {
+  std::vector<std::unique_ptr<FakeGraphNode>> nodes;  // in capture order
+};
+struct FakeGraphExec {
+  FakeGraph* source = nullptr;  // null once the graph it came from is destroyed
+  std::vector<FakeGraphNode> nodes;
+  std::map<const FakeGraphNode*, size_t> index;  // original node -> its copy in `nodes`
+};
+struct FakeCapture {
+  std::unique_ptr<FakeGraph> graph;
+  CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
+  std::thread::id thread;  // the thread that began it
+  bool invalidated = false;
+};
+
+struct FakeStream {
+  unsigned flags = 0;
+  std::unique_ptr<FakeCapture> capture;  // set while capturing
+};
+struct FakeEvent {
+  unsigned flags = 0;
+  bool recorded = false;
+  uint64_t stream = 0;    // the stream of the last cuEventRecord (as an integer)
+  bool captured = false;  // last recorded in a capturing stream
+  std::chrono::steady_clock::time_point time;
+};
+
+// cuMemHostAlloc's addresses sit this far past a page boundary, like driver
+// 580's, which sub-allocates small requests from pinned pools (512-byte
+// aligned); pinned_allocations keys hold those addresses.
+constexpr size_t kPinnedPoolOffset = 512;
+
+struct State {
+  std::mutex mu;
+  std::condition_variable hold_changed;
+  bool initialized = false;
+  bool hold = false;
+  FakeContext primary;
+  int64_t primary_retains = 0;
+  uint64_t capacity = kDefaultMemoryBytes;
+  std::map<uintptr_t, size_t> device_allocations;  // base -> bytes
+  uint64_t device_bytes = 0;
+  std::map<uintptr_t, size_t> pinned_allocations;
+  uint64_t pinned_bytes = 0;
+  std::map<uintptr_t, size_t> registered;  // cuMemHostRegister: base -> bytes
+  bool defer_copies = false;               // FAKE_CUDA_DEFER_COPIES=1 (or FAKE_CUDA_DEFER_ALL=1)
+  bool defer_all = false;                  // FAKE_CUDA_DEFER_ALL=1: memsets and kernels too
+  std::vector<FakeGraphNode> deferred;     // host<->device copies not yet run
+  std::set<FakeModule*> modules;
+  std::map<FakeFunction*, std::unique_ptr<FakeFunction>> functions;
+  std::set<FakeStream*> streams;
+  std::set<FakeEvent*> events;
+  std::map<FakeGraph*, std::unique_ptr<FakeGraph>> graphs;  // handed over by cuStreamEndCapture
+  std::set<FakeGraphNode*> graph_nodes;                     // the nodes of `graphs`
+  std::map<FakeGraphExec*, std::unique_ptr<FakeGraphExec>> graph_execs;
+  uint64_t module_serial = 0;
+  CUresult armed_fault = CUDA_SUCCESS;  // fake_cuda_inject_*fault: the next launch faults
+  bool armed_latent = false;            // ... showing only at the next non-enqueue call
+  CUresult latent = CUDA_SUCCESS;       // a fault enqueues do not see yet
+  CUresult sticky = CUDA_SUCCESS;       // set by a fault until cuDevicePrimaryCtxReset
+  fake_cuda_stats stats{};
+};
+
+using Lock = std::unique_lock<std::mutex>;
+
+// Calls that only enqueue work (copies, memsets, launches, event records,
+// graph launches) pass kEnqueue: a latent fault lets them through (they then
+// drop their work); any other call makes it sticky.
+constexpr bool kEnqueue = true;
+
+// --- state.cc ---------------------------------------------------------------
+
+Mode CurrentMode();
+CUresult EnvResult(const char* variable);
+uint64_t MemoryCapacity();
+State& S();
+// The thread's current context; constant-initialised, so no TU needs a TLS
+// init wrapper for it.
+inline thread_local CUcontext current_context = nullptr;
+CUresult Misuse(CUresult code, const char* format, ...) __attribute__((format(printf, 2, 3)));
+CUresult RequireInit(const char* fn);
+CUresult RequireContext(const char* fn, bool enqueue = false);
+CUresult RequireDevice(CUdevice dev, const char* fn);
+bool DeviceRangeValid(CUdeviceptr ptr, uint64_t bytes);
+CUresult CheckDeviceRange(CUdeviceptr ptr, uint64_t bytes, const char* fn);
+FakeEvent* FindEvent(CUevent event);
+FakeFunction* FindFunction(CUfunction function);
+void WaitWhileHeld(Lock& lock);
+
+// --- stream_rules.cc --------------------------------------------------------
+
+CUresult CheckStream(CUstream stream, const char* fn);
+FakeStream* FindStream(CUstream stream);
+bool IsLegacyStream(CUstream stream);
+CUresult RejectImplicitCaptureDependency(CUstream stream, const char* fn);
+CUresult StreamCapture(CUstream stream, const char* fn, FakeCapture** capture);
+CUresult RejectOnCapturingStream(CUstream stream, const char* fn);
+CUresult RejectUnsafeDuringCapture(const char* fn);
+
+// --- memory.cc --------------------------------------------------------------
+
+bool PinnedRangeValid(const void* ptr, uint64_t bytes);
+
+// --- transfers.cc -----------------------------------------------------------
+
+// Runs the copies FAKE_CUDA_DEFER_COPIES held back (S().mu held).
+void FlushDeferred();
+CUresult CheckTransfer(const FakeGraphNode& n, const char* fn);
+void RunTransfer(const FakeGraphNode& n);
+
+// --- capture.cc -------------------------------------------------------------
+
+FakeGraph* FindGraph(CUgraph graph);
+FakeGraphExec* FindGraphExec(CUgraphExec exec);
+FakeGraphNode* FindGraphNode(CUgraphNode node);
+
+}  // namespace fake_driver
+
+#endif  // VYRE_TESTS_SUPPORT_FAKE_DRIVER_STATE_H_
