@@ -8,6 +8,11 @@
  * non-SHARED binding in declaration order, then the pointer to the u32
  * parameter words. PTX 7.0 for sm_75 is JIT-compiled by the driver for any
  * newer GPU. Check it with: ptxas -arch=sm_90 <file.ptx>
+ *
+ * Generated from tests/kernels/add_u32.ptx,
+ * with the entry renamed from vyre_test_add_u32 (the code is the same), by
+ * scripts/sync-test-kernels.py: edit that file and rerun the script (ctest
+ * unit.test_kernel_copies fails while this copy differs).
  */
 #ifndef VYRE_EXAMPLES_VECTOR_ADD_PTX_H_
 #define VYRE_EXAMPLES_VECTOR_ADD_PTX_H_

@@ -1,24 +1,41 @@
 #!/bin/sh
 # egraph_cli_test.sh — ctest cases for `vyre-cuda egraph` and `egraph-bench`.
 #
-#   egraph_cli_test.sh CASE VYRE_CUDA EGRAPHS_DIR
+#   egraph_cli_test.sh CASE VYRE_CUDA EGRAPHS_DIR [MORE_EGRAPHS_DIR]
 #
-# Exit 0: pass; 1: fail; 77: skipped (no e-graphs folder, or no GPU for the
-# GPU cases unless VYRE_CUDA_REQUIRE_GPU=1).
+# EGRAPHS_DIR is the repository's set (tests/data/egraphs); a file is looked
+# up there first, then in MORE_EGRAPHS_DIR (VYRE_EGRAPHS_DIR, the fuller
+# ../shared/egraphs) where that is present.
+#
+# Exit 0: pass; 1: fail; 77: skipped (no GPU for the GPU cases unless
+# VYRE_CUDA_REQUIRE_GPU=1).
 set -u
 
 case_name=$1
 cli=$2
 egraphs=$3
+more_egraphs=${4:-}
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/vyre-egraph-cli.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 
 fail() { echo "egraph_cli_test.sh $case_name: FAIL: $*" >&2; exit 1; }
-need_egraphs() {
-  if [ ! -d "$egraphs" ]; then
-    echo "egraph_cli_test.sh $case_name: SKIP: no e-graphs folder at $egraphs (set VYRE_EGRAPHS_DIR)"
-    exit 77
-  fi
+# egraph_file REL: prints the path of e-graph REL (EGRAPHS_DIR's, else
+# MORE_EGRAPHS_DIR's); prints nothing and fails when neither holds it.
+egraph_file() {
+  for dir in "$egraphs" ${more_egraphs:+"$more_egraphs"}; do
+    if [ -f "$dir/$1" ]; then
+      printf '%s\n' "$dir/$1"
+      return 0
+    fi
+  done
+  return 1
+}
+# need_egraph REL: sets $f to e-graph REL, or fails (the repository's set holds
+# every file a case needs).
+need_egraph() {
+  f=$(egraph_file "$1") ||
+    fail "no e-graph $1 in $egraphs${more_egraphs:+ or $more_egraphs}." \
+         "Fix: restore tests/data/egraphs."
 }
 # run ARGS...: runs the CLI, leaving stdout in $tmp/out, stderr in $tmp/err, exit code in $rc.
 run() {
@@ -41,12 +58,11 @@ gpu_or_skip() {
 case "$case_name" in
   cpu_files)
     # A few real e-graphs end to end on the CPU reference.
-    need_egraphs
-    for f in dummy_examples/ab_add.json dummy_examples/loop.json dummy_examples/choice.json \
+    for rel in dummy_examples/ab_add.json dummy_examples/loop.json dummy_examples/choice.json \
              egg/math_simplify_add.json rover/fir_8_tap_5iteration_egraph.json \
              tensat/resnet50.json; do
-      [ -f "$egraphs/$f" ] || continue
-      run egraph "$egraphs/$f" --device cpu
+      f=$(egraph_file "$rel") || continue
+      run egraph "$f" --device cpu
       expect_rc 0
       expect_in out "classes after:"
       expect_in out "rounds:           1"
@@ -54,17 +70,15 @@ case "$case_name" in
       expect_in out "time read-back:"
     done
     # The one that is not congruence-closed: 992 merges (README of the folder).
-    f=$egraphs/diospyros/vector_matrix_multiply_2x3_3x3_root_58.json
-    if [ -f "$f" ]; then
-      run egraph "$f" --device cpu --cpu-threads 2
-      expect_rc 0
-      expect_in out "merges:           992"
-      expect_in out "classes after:    679"
-    fi
+    need_egraph diospyros/vector_matrix_multiply_2x3_3x3_root_58.json
+    run egraph "$f" --device cpu --cpu-threads 2
+    expect_rc 0
+    expect_in out "merges:           992"
+    expect_in out "classes after:    679"
     ;;
   json)
-    need_egraphs
-    run egraph "$egraphs/diospyros/vector_matrix_multiply_2x3_3x3_root_58.json" --device cpu --json
+    need_egraph diospyros/vector_matrix_multiply_2x3_3x3_root_58.json
+    run egraph "$f" --device cpu --json
     expect_rc 0
     [ "$(wc -l <"$tmp/out")" -eq 1 ] || fail "--json printed more than one line"
     for key in '"e_nodes": 15384' '"classes_before": 1671' '"classes_after": 679' '"merges": 992' \
@@ -79,8 +93,7 @@ case "$case_name" in
   unions_partition)
     # ab_add.json: A-0 is in class 0 and B-0 in class 3; Add(A,A) in 1 and Add(B,B) in 4.
     # Unioning 0 and 3 must merge 1 and 4 by congruence (and more above them).
-    need_egraphs
-    f=$egraphs/dummy_examples/ab_add.json
+    need_egraph dummy_examples/ab_add.json
     printf '0 3\n\n' >"$tmp/unions.txt"
     run egraph "$f" --device cpu --unions-file "$tmp/unions.txt" --partition-out "$tmp/p.tsv" --json
     expect_rc 0
@@ -102,7 +115,7 @@ case "$case_name" in
     expect_in out "unions:           1 (1 merged classes)"
     ;;
   malformed)
-    head -c 100 "$egraphs/dummy_examples/ab_add.json" >"$tmp/cut.json" 2>/dev/null ||
+    head -c 100 "$(egraph_file dummy_examples/ab_add.json)" >"$tmp/cut.json" 2>/dev/null ||
       printf '{"nodes": {"a": {"op": "x", "children": [' >"$tmp/cut.json"
     [ -s "$tmp/cut.json" ] || printf '{"nodes": {"a": {"op": "x", "children": [' >"$tmp/cut.json"
     run egraph "$tmp/cut.json" --device cpu
@@ -131,20 +144,19 @@ case "$case_name" in
     expect_in err "Fix:"
     ;;
   unknown_union)
-    need_egraphs
+    need_egraph dummy_examples/ab_add.json
     printf '0 3\n0 no-such-class\n' >"$tmp/unions.txt"
-    run egraph "$egraphs/dummy_examples/ab_add.json" --device cpu --unions-file "$tmp/unions.txt"
+    run egraph "$f" --device cpu --unions-file "$tmp/unions.txt"
     expect_rc 1
     expect_in err "line 2: unknown e-class id \"no-such-class\""
     expect_in err "Fix:"
-    run egraph "$egraphs/dummy_examples/ab_add.json" --device cpu --unions-file "$tmp/none.txt"
+    run egraph "$f" --device cpu --unions-file "$tmp/none.txt"
     expect_rc 1
     expect_in err "cannot open the union file"
     ;;
   gpu_matches_cpu)
     # The GPU's partition equals the CPU reference's, with unions.
-    need_egraphs
-    f=$egraphs/diospyros/vector_matrix_multiply_2x3_3x3_root_58.json
+    need_egraph diospyros/vector_matrix_multiply_2x3_3x3_root_58.json
     printf '0 3\n' >"$tmp/unions.txt"
     run egraph "$f" --unions-file "$tmp/unions.txt" --partition-out "$tmp/gpu.tsv"
     gpu_or_skip

@@ -32,32 +32,11 @@ import vyre_cuda as vc  # noqa: E402
 
 N = 1024  # u32 elements: 4 KiB per operand
 
-# The contract's test kernel (its name lets the fake driver run it, for a smoke run).
-ADD_PTX = """\
-.version 7.0
-.target sm_75
-.address_size 64
-.visible .entry vyre_test_add_u32(.param .u64 pa, .param .u64 pb, .param .u64 pout,
-                              .param .u64 pw)
-{
-  .reg .pred %p<2>; .reg .b32 %r<8>; .reg .b64 %rd<16>;
-  ld.param.u64 %rd1, [pw]; cvta.to.global.u64 %rd2, %rd1; ld.global.u32 %r1, [%rd2];
-  cvt.u64.u32 %rd3, %r1;
-  mov.u32 %r2, %ctaid.x; mov.u32 %r3, %ntid.x; mov.u32 %r4, %tid.x;
-  mul.wide.u32 %rd4, %r2, %r3; cvt.u64.u32 %rd5, %r4; add.s64 %rd6, %rd4, %rd5;
-  setp.ge.u64 %p1, %rd6, %rd3; @%p1 bra DONE;
-  shl.b64 %rd7, %rd6, 2;
-  ld.param.u64 %rd8, [pa]; cvta.to.global.u64 %rd9, %rd8; add.s64 %rd10, %rd9, %rd7;
-  ld.global.u32 %r5, [%rd10];
-  ld.param.u64 %rd11, [pb]; cvta.to.global.u64 %rd12, %rd11; add.s64 %rd13, %rd12, %rd7;
-  ld.global.u32 %r6, [%rd13];
-  add.s32 %r7, %r5, %r6;
-  ld.param.u64 %rd14, [pout]; cvta.to.global.u64 %rd15, %rd14; add.s64 %rd15, %rd15, %rd7;
-  st.global.u32 [%rd15], %r7;
-DONE:
-  ret;
-}
-"""
+# The contract's test kernel (its name lets the fake driver run it, for a smoke
+# run): tests/kernels/add_u32.ptx, the one source the bindings share.
+with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests",
+                       "kernels", "add_u32.ptx"), encoding="utf-8", newline="") as _f:
+    ADD_PTX = _f.read()
 
 
 def measure(fn, iterations, warmup):

@@ -3,17 +3,17 @@
 // result counts and pass pairs must be identical, since both name a class by
 // the minimum id of its set.
 //
-// Inputs: the e-graphs of VYRE_EGRAPHS_DIR (default ../shared/egraphs next to
-// the source tree; a relative path is tried from the working directory, then
-// from the source tree), each with every e-node in its own class and with its
-// file classes under random unions; hand-made graphs; synthetic graphs
-// (tools/egraph/synthetic.h). Tests named *Large* are skipped by the
+// Inputs: the e-graphs of tests/data/egraphs, widened where present by
+// VYRE_EGRAPHS_DIR (default ../shared/egraphs next to the source tree; a
+// relative path is tried from the working directory, then from the source
+// tree; see tests/data/egraph_files.h), each with every e-node in its own
+// class and with its file classes under random unions; hand-made graphs;
+// synthetic graphs (tools/egraph/synthetic.h). Tests named *Large* are skipped by the
 // compute-sanitizer run (scripts/gpu-suite.sh); *Medium* is its workload.
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <filesystem>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -24,14 +24,8 @@
 
 #include "egraph/json_loader.h"
 #include "egraph/synthetic.h"
+#include "egraph_files.h"
 #include "gpu_test_env.h"
-
-#ifndef VYRE_EGRAPHS_DEFAULT_DIR
-#define VYRE_EGRAPHS_DEFAULT_DIR ""
-#endif
-#ifndef VYRE_SOURCE_DIR
-#define VYRE_SOURCE_DIR ""
-#endif
 
 namespace vyre_test {
 namespace {
@@ -253,41 +247,17 @@ struct EgraphFile {
   vyre::tools::LoadedEgraph own_classes;
 };
 
-std::string EgraphsDir() {
-  namespace fs = std::filesystem;
-  const char* env = std::getenv("VYRE_EGRAPHS_DIR");
-  std::string dir = env != nullptr && env[0] != '\0' ? env : VYRE_EGRAPHS_DEFAULT_DIR;
-  std::error_code error;
-  if (!dir.empty() && fs::path(dir).is_relative() && !fs::is_directory(dir, error) &&
-      std::string(VYRE_SOURCE_DIR).size() > 0) {
-    const fs::path from_source = fs::path(VYRE_SOURCE_DIR) / dir;
-    if (fs::is_directory(from_source, error)) return from_source.string();
-  }
-  return dir;
-}
-
 struct LoadedFiles {
-  std::string dir;
+  EgraphFileSet set;  // tests/data/egraphs, and VYRE_EGRAPHS_DIR where present
   std::string error;  // a file that would not load
   std::vector<EgraphFile> files;
 };
 
 const LoadedFiles& Files() {
   static LoadedFiles* loaded = [] {
-    namespace fs = std::filesystem;
     auto* out = new LoadedFiles;
-    out->dir = EgraphsDir();
-    std::error_code error;
-    if (out->dir.empty() || !fs::is_directory(out->dir, error)) return out;
-    std::vector<std::string> paths;
-    for (fs::recursive_directory_iterator it(out->dir, error), end; !error && it != end;
-         it.increment(error)) {
-      if (it->is_regular_file(error) && it->path().extension() == ".json") {
-        paths.push_back(it->path().string());
-      }
-    }
-    std::sort(paths.begin(), paths.end());
-    for (const std::string& path : paths) {
+    out->set = FindEgraphFiles();
+    for (const std::string& path : out->set.paths) {
       EgraphFile f;
       f.path = path;
       vyre::tools::LoadOptions options;
@@ -336,15 +306,16 @@ class EgraphFilesGpuTest : public GpuTest {
     if (IsSkipped() || HasFatalFailure()) return;
     const LoadedFiles& files = Files();
     ASSERT_TRUE(files.error.empty()) << files.error;
-    if (files.files.empty()) {
-      const char* env = std::getenv("VYRE_EGRAPHS_DIR");
-      if (env != nullptr && env[0] != '\0') {
-        FAIL() << "VYRE_EGRAPHS_DIR=" << env << " (resolved to \"" << files.dir
-               << "\") holds no *.json e-graph. Fix: point it at the extraction-gym e-graphs.";
-      }
-      GTEST_SKIP() << "no e-graph files: \"" << files.dir
-                   << "\" is absent or holds no *.json. Set VYRE_EGRAPHS_DIR to the "
-                      "extraction-gym e-graphs (../shared/egraphs).";
+    if (files.set.extra_from_env && files.set.extra_files == 0) {
+      FAIL() << "VYRE_EGRAPHS_DIR=" << std::getenv("VYRE_EGRAPHS_DIR") << " (resolved to \""
+             << files.set.extra_dir
+             << "\") holds no *.json e-graph. Fix: point it at the extraction-gym e-graphs, "
+                "or unset it (tests/data/egraphs is always used).";
+    }
+    if (files.set.builtin_files == 0) {
+      FAIL() << "no e-graph files in \"" << files.set.builtin_dir
+             << "\": the checkout lacks tests/data/egraphs. Fix: restore it (git checkout -- "
+                "tests/data/egraphs).";
     }
   }
   const std::vector<EgraphFile>& files() const { return Files().files; }

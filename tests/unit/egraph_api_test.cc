@@ -10,8 +10,9 @@
 //
 // Results are checked three ways: hand-made graphs with known closures, a
 // naive congruence closure written here (snapshot rounds, map of canonical
-// forms) on small random graphs, and the e-graphs of ../shared/egraphs
-// (VYRE_EGRAPHS_DIR) loaded with tools/egraph/json_loader.h.
+// forms) on small random graphs, and the e-graphs of tests/data/egraphs
+// (widened by VYRE_EGRAPHS_DIR, ../shared/egraphs, where present) loaded
+// with tools/egraph/json_loader.h.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -19,7 +20,6 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <filesystem>
 #include <functional>
 #include <initializer_list>
 #include <map>
@@ -30,6 +30,7 @@
 #include <utility>
 #include <vector>
 
+#include "egraph_files.h"
 #include "fake_cuda_client.h"
 #include "struct_size_util.h"
 #include "vyre_cuda.h"
@@ -37,13 +38,6 @@
 
 #ifdef VYRE_HAVE_EGRAPH_TOOLS
 #include "egraph/json_loader.h"
-#endif
-
-#ifndef VYRE_EGRAPHS_DEFAULT_DIR
-#define VYRE_EGRAPHS_DEFAULT_DIR ""
-#endif
-#ifndef VYRE_SOURCE_DIR
-#define VYRE_SOURCE_DIR ""
 #endif
 
 namespace vyre_test {
@@ -350,40 +344,18 @@ std::vector<uint32_t> RandomUnions(uint32_t seed, uint64_t classes, uint32_t cou
 }
 
 // ---------------------------------------------------------------------------
-// The e-graphs of ../shared/egraphs
+// The e-graphs of tests/data/egraphs (and VYRE_EGRAPHS_DIR)
 // ---------------------------------------------------------------------------
 
-// VYRE_EGRAPHS_DIR from the environment, else the build's default. A relative
-// path is tried from the working directory, then from the source tree.
-std::string EgraphsDir() {
-  namespace fs = std::filesystem;
-  const char* env = std::getenv("VYRE_EGRAPHS_DIR");
-  const std::string dir = env != nullptr && env[0] != '\0' ? env : VYRE_EGRAPHS_DEFAULT_DIR;
-  std::error_code error;
-  if (!dir.empty() && fs::path(dir).is_relative() && !fs::is_directory(dir, error) &&
-      std::string(VYRE_SOURCE_DIR).size() > 0) {
-    const fs::path from_source = fs::path(VYRE_SOURCE_DIR) / dir;
-    if (fs::is_directory(from_source, error)) return from_source.string();
-  }
-  return dir;
+// tests/data/egraphs, widened by VYRE_EGRAPHS_DIR (the environment, else the
+// build's default) where present (tests/data/egraph_files.h).
+const EgraphFileSet& EgraphSet() {
+  static const EgraphFileSet* set = new EgraphFileSet(FindEgraphFiles());
+  return *set;
 }
 
-// Every *.json under the directory (sorted), or none when it is absent.
-std::vector<std::string> EgraphFiles() {
-  namespace fs = std::filesystem;
-  std::vector<std::string> files;
-  std::error_code error;
-  const std::string dir = EgraphsDir();
-  if (dir.empty() || !fs::is_directory(dir, error)) return files;
-  for (fs::recursive_directory_iterator it(dir, error), end; !error && it != end;
-       it.increment(error)) {
-    if (it->is_regular_file(error) && it->path().extension() == ".json") {
-      files.push_back(it->path().string());
-    }
-  }
-  std::sort(files.begin(), files.end());
-  return files;
-}
+// Every *.json of the set (sorted by relative path).
+std::vector<std::string> EgraphFiles() { return EgraphSet().paths; }
 
 #ifdef VYRE_HAVE_EGRAPH_TOOLS
 // A CPU image descriptor over loaded columns (which must outlive it).
@@ -1671,7 +1643,7 @@ TEST_P(EgraphCpuResultsTest, ConcurrentCallsOnOneImage) {
 }
 
 // ===========================================================================
-// The e-graphs of ../shared/egraphs
+// The e-graphs of tests/data/egraphs (and VYRE_EGRAPHS_DIR)
 // ===========================================================================
 
 #ifdef VYRE_HAVE_EGRAPH_TOOLS
@@ -1685,6 +1657,10 @@ struct EgraphFile {
 const std::vector<EgraphFile>& LoadedFiles() {
   static const std::vector<EgraphFile>* files = [] {
     auto* out = new std::vector<EgraphFile>;
+    const EgraphFileSet& set = EgraphSet();
+    std::printf("[ note     ] %zu e-graph files: %zu in %s, %zu in %s\n", set.paths.size(),
+                set.builtin_files, set.builtin_dir.c_str(), set.extra_files,
+                set.extra_dir.empty() ? "(no VYRE_EGRAPHS_DIR)" : set.extra_dir.c_str());
     for (const std::string& path : EgraphFiles()) {
       EgraphFile f;
       f.path = path;
@@ -1699,7 +1675,7 @@ const std::vector<EgraphFile>& LoadedFiles() {
   return *files;
 }
 
-// Files that are not congruence-closed as given (see ../shared/egraphs/README.md).
+// Files that are not congruence-closed as given (see tests/data/egraphs/README.md).
 bool KnownNotClosed(const std::string& path) {
   return path.find("/diospyros/") != std::string::npos;
 }
@@ -1730,10 +1706,10 @@ class EgraphFilesTest : public ::testing::Test {
 #ifndef VYRE_HAVE_EGRAPH_TOOLS
     GTEST_SKIP() << "built without tools/egraph (VYRE_CUDA_BUILD_TOOLS=OFF): no JSON loader";
 #else
-    if (EgraphFiles().empty()) {
-      GTEST_SKIP() << "no e-graph files: \"" << EgraphsDir()
-                   << "\" is absent or holds no *.json. Set VYRE_EGRAPHS_DIR to the "
-                      "extraction-gym e-graphs (../shared/egraphs).";
+    if (EgraphSet().builtin_files == 0) {
+      FAIL() << "no e-graph files in \"" << EgraphSet().builtin_dir
+             << "\": the checkout lacks tests/data/egraphs. Fix: restore it (git checkout -- "
+                "tests/data/egraphs).";
     }
     ASSERT_FALSE(LoadedFiles().empty());
 #endif

@@ -1,10 +1,8 @@
 // Tests of the e-graph tools (tools/egraph): the egraph-serialize JSON loader
 // and its errors, union and partition files, the synthetic generator; and the
-// CPU reference on the real e-graphs of VYRE_EGRAPHS_DIR (skipped when absent).
+// CPU reference on the real e-graphs of tests/data/egraphs (widened by
+// VYRE_EGRAPHS_DIR, ../shared/egraphs, where present; tests/data/egraph_files.h).
 #include <gtest/gtest.h>
-
-#include <dirent.h>
-#include <sys/stat.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -19,6 +17,7 @@
 #include "egraph/cpu_reference.h"
 #include "egraph/json_loader.h"
 #include "egraph/synthetic.h"
+#include "egraph_files.h"
 
 namespace vyre::tools {
 namespace {
@@ -351,32 +350,12 @@ TEST(EgraphSyntheticTest, RebuildNeedsDepthPlusTwoRounds) {
 // The real e-graphs
 // ---------------------------------------------------------------------------
 
-std::vector<std::string> EgraphFiles() {
-  std::vector<std::string> files;
-  const std::string root = VYRE_EGRAPHS_DIR;
-  DIR* top = opendir(root.c_str());
-  if (!top) return files;
-  while (dirent* d = readdir(top)) {
-    const std::string sub = d->d_name;
-    if (sub == "." || sub == "..") continue;
-    DIR* dir = opendir((root + "/" + sub).c_str());
-    if (!dir) continue;
-    while (dirent* f = readdir(dir)) {
-      const std::string name = f->d_name;
-      if (name.size() > 5 && name.substr(name.size() - 5) == ".json") {
-        files.push_back(root + "/" + sub + "/" + name);
-      }
-    }
-    closedir(dir);
-  }
-  closedir(top);
-  std::sort(files.begin(), files.end());
-  return files;
-}
+std::vector<std::string> EgraphFiles() { return vyre_test::FindEgraphFiles().paths; }
 
 TEST(EgraphRealFilesTest, LoadAndRebuild) {
   const std::vector<std::string> files = EgraphFiles();
-  if (files.empty()) GTEST_SKIP() << "no e-graphs under " << VYRE_EGRAPHS_DIR;
+  ASSERT_FALSE(files.empty()) << "no e-graphs under " << VYRE_EGRAPHS_BUILTIN_DIR
+                              << ". Fix: restore tests/data/egraphs.";
   for (const std::string& path : files) {
     SCOPED_TRACE(path);
     LoadedEgraph g;

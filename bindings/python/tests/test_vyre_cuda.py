@@ -34,107 +34,26 @@ HEADER = os.path.join(INCLUDE_DIR, "vyre_cuda.h")
 FAKE_DRIVER = os.environ.get("VYRE_CUDA_TEST_FAKE_DRIVER") == "1"
 REQUIRE_GPU = os.environ.get("VYRE_CUDA_REQUIRE_GPU") == "1" or FAKE_DRIVER
 NO_DRIVER_PATH = "/nonexistent/libcuda.so.1"
+# The test kernels' PTX: tests/kernels, the one source the bindings share.
+KERNELS_DIR = os.path.join(REPO, "tests", "kernels")
+
+
+def kernel_ptx(name):
+    """The text of tests/kernels/NAME (a test kernel's PTX)."""
+    with open(os.path.join(KERNELS_DIR, name), encoding="utf-8", newline="") as f:
+        return f.read()
+
 
 # vyre_test_add_u32(const u32* a, const u32* b, u32* out, const u32* params):
 # out[i] = a[i] + b[i] for i < params[0] (the contract's shared test kernel).
-ADD_PTX = """\
-.version 7.0
-.target sm_75
-.address_size 64
-
-.visible .entry vyre_test_add_u32(
-  .param .u64 param_a,
-  .param .u64 param_b,
-  .param .u64 param_out,
-  .param .u64 param_words
-)
-{
-  .reg .pred   %p<2>;
-  .reg .b32   %r<8>;
-  .reg .b64   %rd<16>;
-
-  // n = params[0], widened so the index comparison cannot wrap.
-  ld.param.u64   %rd1, [param_words];
-  cvta.to.global.u64   %rd2, %rd1;
-  ld.global.u32   %r1, [%rd2];
-  cvt.u64.u32   %rd3, %r1;
-
-  // i = blockIdx.x * blockDim.x + threadIdx.x, computed in 64 bits.
-  mov.u32   %r2, %ctaid.x;
-  mov.u32   %r3, %ntid.x;
-  mov.u32   %r4, %tid.x;
-  mul.wide.u32   %rd4, %r2, %r3;
-  cvt.u64.u32   %rd5, %r4;
-  add.s64   %rd6, %rd4, %rd5;
-  setp.ge.u64   %p1, %rd6, %rd3;
-  @%p1 bra   DONE;
-
-  // byte offset = i * 4
-  shl.b64   %rd7, %rd6, 2;
-  ld.param.u64   %rd8, [param_a];
-  cvta.to.global.u64   %rd9, %rd8;
-  add.s64   %rd10, %rd9, %rd7;
-  ld.global.u32   %r5, [%rd10];
-  ld.param.u64   %rd11, [param_b];
-  cvta.to.global.u64   %rd12, %rd11;
-  add.s64   %rd13, %rd12, %rd7;
-  ld.global.u32   %r6, [%rd13];
-  add.s32   %r7, %r5, %r6;
-  ld.param.u64   %rd14, [param_out];
-  cvta.to.global.u64   %rd15, %rd14;
-  add.s64   %rd15, %rd15, %rd7;
-  st.global.u32   [%rd15], %r7;
-
-DONE:
-  ret;
-}
-"""
+ADD_PTX = kernel_ptx("add_u32.ptx")
 
 ADD_BINDINGS = [vc.Binding(vc.Role.INPUT, name="a"), vc.Binding(vc.Role.INPUT, name="b"),
                 vc.Binding(vc.Role.OUTPUT, name="out")]
 
 # vyre_test_inc_u32(u32* data, const u32* params): data[i] += 1 for i < params[0]
 # (the contract's shared test kernel; the fake driver runs it on the host).
-INC_PTX = """\
-.version 7.0
-.target sm_75
-.address_size 64
-
-.visible .entry vyre_test_inc_u32(
-  .param .u64 param_data,
-  .param .u64 param_words
-)
-{
-  .reg .pred   %p<2>;
-  .reg .b32   %r<7>;
-  .reg .b64   %rd<10>;
-
-  ld.param.u64   %rd1, [param_words];
-  cvta.to.global.u64   %rd2, %rd1;
-  ld.global.u32   %r1, [%rd2];
-  cvt.u64.u32   %rd3, %r1;
-
-  mov.u32   %r2, %ctaid.x;
-  mov.u32   %r3, %ntid.x;
-  mov.u32   %r4, %tid.x;
-  mul.wide.u32   %rd4, %r2, %r3;
-  cvt.u64.u32   %rd5, %r4;
-  add.s64   %rd6, %rd4, %rd5;
-  setp.ge.u64   %p1, %rd6, %rd3;
-  @%p1 bra   DONE;
-
-  shl.b64   %rd7, %rd6, 2;
-  ld.param.u64   %rd8, [param_data];
-  cvta.to.global.u64   %rd9, %rd8;
-  add.s64   %rd9, %rd9, %rd7;
-  ld.global.u32   %r5, [%rd9];
-  add.s32   %r6, %r5, 1;
-  st.global.u32   [%rd9], %r6;
-
-DONE:
-  ret;
-}
-"""
+INC_PTX = kernel_ptx("inc_u32.ptx")
 
 INC_BINDINGS = [vc.Binding(vc.Role.INPUT_OUTPUT, name="data")]
 

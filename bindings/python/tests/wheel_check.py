@@ -200,12 +200,12 @@ def expect(cond, what):
 
 def read_add_ptx():
     # The fake driver runs vyre_test_add_u32 on the host; the PTX text is the
-    # unittest suite's (one copy).
-    with open(os.path.join(HERE, "test_vyre_cuda.py"), encoding="utf-8") as f:
-        text = f.read()
-    m = re.search(r'^ADD_PTX = """\\\n(.*?)"""', text, re.S | re.M)
-    expect(m is not None, "ADD_PTX found in test_vyre_cuda.py")
-    return m.group(1)
+    # test kernels' one source (tests/kernels), as the unittest suite's.
+    path = os.path.join(os.path.dirname(os.path.dirname(PACKAGE_DIR)), "tests", "kernels",
+                        "add_u32.ptx")
+    expect(os.path.isfile(path), f"the test kernel {path} exists")
+    with open(path, encoding="utf-8", newline="") as f:
+        return f.read()
 
 
 def main():
