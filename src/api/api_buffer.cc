@@ -4,7 +4,6 @@
 #include "base/struct_size.h"
 #include "driver/release_report.h"
 #include "runtime/transfer/buffer.h"
-#include "runtime/registries.h"
 
 using vyre::Errorf;
 
@@ -23,8 +22,8 @@ VYRE_API vyre_status vyre_buffer_alloc(vyre_context context, uint64_t bytes, vyr
     }
     VYRE_ASSIGN_OR_RETURN(std::shared_ptr<vyre::Buffer> buffer,
                           vyre::Buffer::Allocate(ctx, bytes));
-    VYRE_ASSIGN_OR_RETURN(out->bits, vyre::Register(vyre::Buffers(), vyre::HandleType::kBuffer,
-                                                    std::move(buffer), what));
+    VYRE_ASSIGN_OR_RETURN(out->bits,
+                          vyre::Register(vyre::Buffers(), std::move(buffer), ctx.get(), what));
     return absl::OkStatus();
   });
 }
@@ -59,8 +58,8 @@ VYRE_API vyre_status vyre_buffer_wrap(vyre_context context, const vyre_buffer_wr
     VYRE_ASSIGN_OR_RETURN(
         std::shared_ptr<vyre::Buffer> buffer,
         vyre::Buffer::Wrap(ctx, static_cast<CUdeviceptr>(d.device_pointer), d.bytes, what));
-    VYRE_ASSIGN_OR_RETURN(out->bits, vyre::Register(vyre::Buffers(), vyre::HandleType::kBuffer,
-                                                    std::move(buffer), what));
+    VYRE_ASSIGN_OR_RETURN(out->bits,
+                          vyre::Register(vyre::Buffers(), std::move(buffer), ctx.get(), what));
     return absl::OkStatus();
   });
 }
@@ -71,7 +70,7 @@ VYRE_API vyre_status vyre_buffer_free(vyre_buffer buffer) {
     vyre::driver::ReleaseReport report;
     VYRE_ASSIGN_OR_RETURN(std::shared_ptr<vyre::Buffer> b, vyre::Buffers().Remove(buffer.bits, what));
     vyre::driver::ReleaseReport::NoteContext(b->context().cu());
-    b->context().Disown(vyre::HandleType::kBuffer, buffer.bits);
+    b->context().Disown(vyre::Buffers(), buffer.bits);
     b->MarkFreed();
     // The memory goes when the last reference does: now, or when the pending
     // dispatch that still uses it completes.

@@ -1,5 +1,4 @@
 // Devices and contexts.
-#include <algorithm>
 #include <cstddef>
 
 #include <memory>
@@ -7,12 +6,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "api/api_call.h"
+#include "api/register_handle.h"
 #include "base/struct_size.h"
 #include "driver/device_faults.h"
 #include "driver/driver_api.h"
 #include "driver/release_report.h"
 #include "runtime/context/context.h"
-#include "runtime/registries.h"
 #include "runtime/context/selftest.h"
 
 using vyre::Errorf;
@@ -49,9 +48,9 @@ VYRE_API vyre_status vyre_context_create(const vyre_context_desc* desc, vyre_con
     VYRE_RETURN_IF_ERROR(vyre::ReadDescriptor(what, "vyre_context_desc", desc, &d,
                                               offsetof(vyre_context_desc, staging_chunk_bytes)));
     VYRE_ASSIGN_OR_RETURN(std::shared_ptr<vyre::Context> ctx, vyre::Context::Create(d));
-    VYRE_ASSIGN_OR_RETURN(uint64_t bits, vyre::Contexts().Insert(ctx));
-    ctx->set_handle(bits);
-    out->bits = bits;
+    // A context is owned by no other: only vyre_context_destroy removes it.
+    VYRE_ASSIGN_OR_RETURN(out->bits,
+                          vyre::Register(vyre::Contexts(), std::move(ctx), nullptr, what));
     return absl::OkStatus();
   });
 }
@@ -106,23 +105,9 @@ VYRE_API vyre_status vyre_context_destroy(vyre_context context) {
     const int ordinal = static_cast<int>(ctx->device().ordinal);
     // Before the release: destroying the device's last context resets it.
     vyre::driver::ReleaseReport::NoteContext(ctx->cu());
-    auto owned = ctx->Close();
-    // Pending work first: it holds graphs, programs and buffers until its
-    // device work is drained; then graphs and sequences, which hold programs
-    // and buffers.
-    auto rank = [](vyre::HandleType t) {
-      switch (t) {
-        case vyre::HandleType::kPending: return 0;
-        case vyre::HandleType::kGraph: return 1;
-        case vyre::HandleType::kSequence: return 2;
-        case vyre::HandleType::kEgraphImage: return 3;
-        case vyre::HandleType::kProgram: return 4;
-        default: return 5;
-      }
-    };
-    std::sort(owned.begin(), owned.end(),
-              [&](const auto& a, const auto& b) { return rank(a.first) < rank(b.first); });
-    for (const auto& [type, bits] : owned) vyre::RemoveOwnedHandle(type, bits);
+    // Everything the context owned goes back to its table, in release order
+    // (pending work first: it holds graphs, programs and buffers).
+    ctx->Close();
     std::weak_ptr<vyre::Context> weak = ctx;
     ctx.reset();
     const char* released = "the context and everything it owned are released";

@@ -1,10 +1,10 @@
 // Dispatch and pending dispatches.
 #include "api/api_call.h"
+#include "api/register_handle.h"
 #include "base/struct_size.h"
 #include "driver/release_report.h"
 #include "runtime/context/context.h"
 #include "runtime/dispatch/pending.h"
-#include "runtime/registries.h"
 
 extern "C" {
 
@@ -43,21 +43,15 @@ VYRE_API vyre_status vyre_dispatch_async(vyre_program program, const vyre_dispat
     vyre_dispatch_desc d;
     VYRE_RETURN_IF_ERROR(vyre::ReadDescriptor(what, "vyre_dispatch_desc", desc, &d));
     vyre::Context& ctx = p->context();
-    std::shared_ptr<vyre::PendingDispatch> pending = ctx.TakeRecycledPending();
+    std::shared_ptr<vyre::PendingDispatch> pending = p->recycled_dispatches().Take();
     if (pending) {
       pending->Attach(std::move(p));
     } else {
       pending = std::make_shared<vyre::PendingDispatch>(std::move(p), /*synchronous=*/false);
     }
     VYRE_RETURN_IF_ERROR(pending->Enqueue(d, what));
-    VYRE_ASSIGN_OR_RETURN(uint64_t bits, vyre::Pendings().Insert(pending));
-    pending->set_handle(bits);
-    absl::Status adopted = ctx.Adopt(vyre::HandleType::kPending, bits, what);
-    if (!adopted.ok()) {
-      vyre::Pendings().Remove(bits, what).IgnoreError();
-      return adopted;
-    }
-    out->bits = bits;
+    VYRE_ASSIGN_OR_RETURN(out->bits,
+                          vyre::Register(vyre::Pendings(), std::move(pending), &ctx, what));
     return absl::OkStatus();
   });
 }
@@ -102,7 +96,7 @@ VYRE_API vyre_status vyre_pending_release(vyre_pending pending) {
     std::shared_ptr<vyre::Context> ctx = p->context_ref();
     // A CPU e-graph rebuild's pending belongs to no context.
     if (ctx) {
-      ctx->Disown(vyre::HandleType::kPending, pending.bits);
+      ctx->Disown(vyre::Pendings(), pending.bits);
       vyre::driver::ReleaseReport::NoteContext(ctx->cu());
     }
     // Work never waited on is waited for here, and its error returned: the

@@ -1,11 +1,11 @@
 // E-graph images, passes and rebuilds.
 #include "api/api_call.h"
+#include "api/register_handle.h"
 #include "base/raw_enum.h"
 #include "base/struct_size.h"
 #include "driver/release_report.h"
 #include "egraph/egraph_image.h"
 #include "egraph/egraph_rebuild.h"
-#include "runtime/registries.h"
 
 namespace vyre {
 namespace {
@@ -41,17 +41,8 @@ VYRE_API vyre_status vyre_egraph_image_create(const vyre_egraph_image_desc* desc
     VYRE_ASSIGN_OR_RETURN(std::shared_ptr<vyre::EgraphImage> image,
                           vyre::EgraphImage::Create(d, what));
     vyre::Context* ctx = image->context();
-    vyre::EgraphImage* raw = image.get();
-    VYRE_ASSIGN_OR_RETURN(uint64_t bits, vyre::EgraphImages().Insert(std::move(image)));
-    raw->set_handle(bits);
-    if (ctx != nullptr) {
-      absl::Status adopted = ctx->Adopt(vyre::HandleType::kEgraphImage, bits, what);
-      if (!adopted.ok()) {
-        vyre::EgraphImages().Remove(bits, what).IgnoreError();
-        return adopted;
-      }
-    }
-    out->bits = bits;
+    VYRE_ASSIGN_OR_RETURN(out->bits,
+                          vyre::Register(vyre::EgraphImages(), std::move(image), ctx, what));
     return absl::OkStatus();
   });
 }
@@ -64,7 +55,7 @@ VYRE_API vyre_status vyre_egraph_image_destroy(vyre_egraph_image image) {
                           vyre::EgraphImages().Remove(image.bits, what));
     if (im->context() != nullptr) {
       vyre::driver::ReleaseReport::NoteContext(im->context()->cu());
-      im->context()->Disown(vyre::HandleType::kEgraphImage, image.bits);
+      im->context()->Disown(vyre::EgraphImages(), image.bits);
     }
     im.reset();
     return report.Result(what, "the e-graph image is destroyed");
@@ -153,16 +144,8 @@ VYRE_API vyre_status vyre_egraph_rebuild_async(vyre_egraph_image image,
     vyre::Context* ctx = im->context();
     auto rebuild = std::make_shared<vyre::EgraphRebuild>(std::move(im), /*synchronous=*/false);
     VYRE_RETURN_IF_ERROR(rebuild->Start(d, what));
-    VYRE_ASSIGN_OR_RETURN(uint64_t bits, vyre::Pendings().Insert(rebuild));
-    rebuild->set_handle(bits);
-    if (ctx != nullptr) {
-      absl::Status adopted = ctx->Adopt(vyre::HandleType::kPending, bits, what);
-      if (!adopted.ok()) {
-        vyre::Pendings().Remove(bits, what).IgnoreError();
-        return adopted;
-      }
-    }
-    out->bits = bits;
+    VYRE_ASSIGN_OR_RETURN(out->bits,
+                          vyre::Register(vyre::Pendings(), std::move(rebuild), ctx, what));
     return absl::OkStatus();
   });
 }

@@ -6,7 +6,7 @@
 #include "graph/graph.h"
 #include "graph/graph_replay.h"
 #include "graph/sequence.h"
-#include "runtime/registries.h"
+#include "runtime/dispatch/pending_work.h"
 
 using vyre::Errorf;
 
@@ -41,8 +41,9 @@ VYRE_API vyre_status vyre_graph_record(vyre_program program, const vyre_dispatch
     VYRE_RETURN_IF_ERROR(vyre::ReadDescriptor(what, "vyre_dispatch_desc", desc, &d));
     VYRE_ASSIGN_OR_RETURN(std::shared_ptr<vyre::Graph> graph,
                           vyre::Graph::RecordDispatch(std::move(p), d, what));
-    VYRE_ASSIGN_OR_RETURN(out->bits, vyre::Register(vyre::Graphs(), vyre::HandleType::kGraph,
-                                                    std::move(graph), what));
+    vyre::Context* owner = &graph->context();
+    VYRE_ASSIGN_OR_RETURN(out->bits,
+                          vyre::Register(vyre::Graphs(), std::move(graph), owner, what));
     return absl::OkStatus();
   });
 }
@@ -80,22 +81,15 @@ VYRE_API vyre_status vyre_graph_replay_async(vyre_graph graph,
     vyre_graph_replay_desc d;
     VYRE_RETURN_IF_ERROR(vyre::ReadReplayDesc(what, desc, &d));
     std::shared_ptr<vyre::Context> ctx = g->context_ref();
-    std::shared_ptr<vyre::GraphReplay> replay =
-        std::static_pointer_cast<vyre::GraphReplay>(ctx->TakeRecycledReplay());
+    std::shared_ptr<vyre::GraphReplay> replay = g->recycled_replays().Take();
     if (replay) {
       replay->Attach(std::move(g));
     } else {
       replay = std::make_shared<vyre::GraphReplay>(std::move(g), /*synchronous=*/false);
     }
     VYRE_RETURN_IF_ERROR(replay->Enqueue(d, /*host_timing=*/true, what));
-    VYRE_ASSIGN_OR_RETURN(uint64_t bits, vyre::Pendings().Insert(replay));
-    replay->set_handle(bits);
-    absl::Status adopted = ctx->Adopt(vyre::HandleType::kPending, bits, what);
-    if (!adopted.ok()) {
-      vyre::Pendings().Remove(bits, what).IgnoreError();
-      return adopted;
-    }
-    out->bits = bits;
+    VYRE_ASSIGN_OR_RETURN(out->bits,
+                          vyre::Register(vyre::Pendings(), std::move(replay), ctx.get(), what));
     return absl::OkStatus();
   });
 }
@@ -106,7 +100,7 @@ VYRE_API vyre_status vyre_graph_destroy(vyre_graph graph) {
     vyre::driver::ReleaseReport report;
     VYRE_ASSIGN_OR_RETURN(std::shared_ptr<vyre::Graph> g, vyre::Graphs().Remove(graph.bits, what));
     vyre::driver::ReleaseReport::NoteContext(g->context().cu());
-    g->context().Disown(vyre::HandleType::kGraph, graph.bits);
+    g->context().Disown(vyre::Graphs(), graph.bits);
     // The graph goes with its last reference: now, or when a replay in
     // flight completes.
     std::shared_ptr<vyre::Context> ctx = g->context_ref();
@@ -158,8 +152,9 @@ VYRE_API vyre_status vyre_sequence_create(vyre_context context, const vyre_seque
     VYRE_RETURN_IF_ERROR(vyre::ReadDescriptor(what, "vyre_sequence_desc", desc, &d));
     VYRE_ASSIGN_OR_RETURN(std::shared_ptr<vyre::Sequence> seq,
                           vyre::Sequence::Create(std::move(ctx), d, what));
-    VYRE_ASSIGN_OR_RETURN(out->bits, vyre::Register(vyre::Sequences(), vyre::HandleType::kSequence,
-                                                    std::move(seq), what));
+    vyre::Context* owner = &seq->context();
+    VYRE_ASSIGN_OR_RETURN(out->bits,
+                          vyre::Register(vyre::Sequences(), std::move(seq), owner, what));
     return absl::OkStatus();
   });
 }
@@ -186,8 +181,9 @@ VYRE_API vyre_status vyre_sequence_record(vyre_sequence sequence, vyre_graph* ou
                           vyre::Sequences().Lookup(sequence.bits, what));
     VYRE_ASSIGN_OR_RETURN(std::shared_ptr<vyre::Graph> graph,
                           vyre::Graph::RecordSequence(std::move(s), what));
-    VYRE_ASSIGN_OR_RETURN(out->bits, vyre::Register(vyre::Graphs(), vyre::HandleType::kGraph,
-                                                    std::move(graph), what));
+    vyre::Context* owner = &graph->context();
+    VYRE_ASSIGN_OR_RETURN(out->bits,
+                          vyre::Register(vyre::Graphs(), std::move(graph), owner, what));
     return absl::OkStatus();
   });
 }
@@ -199,7 +195,7 @@ VYRE_API vyre_status vyre_sequence_destroy(vyre_sequence sequence) {
     VYRE_ASSIGN_OR_RETURN(std::shared_ptr<vyre::Sequence> s,
                           vyre::Sequences().Remove(sequence.bits, what));
     vyre::driver::ReleaseReport::NoteContext(s->context().cu());
-    s->context().Disown(vyre::HandleType::kSequence, sequence.bits);
+    s->context().Disown(vyre::Sequences(), sequence.bits);
     std::shared_ptr<vyre::Context> ctx = s->context_ref();
     s.reset();
     return report.Result(what, "the sequence is destroyed");

@@ -1,8 +1,8 @@
 // Pinned host memory.
 #include "api/api_call.h"
 #include "driver/release_report.h"
+#include "runtime/context/context.h"
 #include "runtime/transfer/host_memory.h"
-#include "runtime/registries.h"
 
 extern "C" {
 

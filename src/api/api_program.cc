@@ -1,9 +1,9 @@
 // Programs.
 #include "api/api_call.h"
+#include "api/register_handle.h"
 #include "base/struct_size.h"
 #include "driver/release_report.h"
 #include "runtime/program/program.h"
-#include "runtime/registries.h"
 
 extern "C" {
 
@@ -18,14 +18,8 @@ VYRE_API vyre_status vyre_program_create(vyre_context context, const vyre_progra
     vyre_program_desc d;
     VYRE_RETURN_IF_ERROR(vyre::ReadDescriptor(what, "vyre_program_desc", desc, &d));
     VYRE_ASSIGN_OR_RETURN(std::shared_ptr<vyre::Program> program, vyre::Program::Create(ctx, d));
-    VYRE_ASSIGN_OR_RETURN(uint64_t bits, vyre::Programs().Insert(program));
-    program->set_handle(bits);
-    absl::Status adopted = ctx->Adopt(vyre::HandleType::kProgram, bits, what);
-    if (!adopted.ok()) {
-      vyre::Programs().Remove(bits, what).IgnoreError();
-      return adopted;
-    }
-    out->bits = bits;
+    VYRE_ASSIGN_OR_RETURN(out->bits,
+                          vyre::Register(vyre::Programs(), std::move(program), ctx.get(), what));
     return absl::OkStatus();
   });
 }
@@ -37,7 +31,7 @@ VYRE_API vyre_status vyre_program_destroy(vyre_program program) {
     VYRE_ASSIGN_OR_RETURN(std::shared_ptr<vyre::Program> p,
                           vyre::Programs().Remove(program.bits, what));
     vyre::driver::ReleaseReport::NoteContext(p->context().cu());
-    p->context().Disown(vyre::HandleType::kProgram, program.bits);
+    p->context().Disown(vyre::Programs(), program.bits);
     // Keep the context alive past the program, which may hold its last reference.
     std::shared_ptr<vyre::Context> ctx = p->context_ref();
     p.reset();

@@ -1,5 +1,6 @@
 // Publishing a new object: a handle in its type's table, owned by its
-// context, so that closing the context frees it.
+// context, so that closing the context frees it. Every create call of the
+// API publishes through Register.
 #ifndef VYRE_API_REGISTER_HANDLE_H_
 #define VYRE_API_REGISTER_HANDLE_H_
 
@@ -14,16 +15,17 @@
 
 namespace vyre {
 
-// Gives `object` a handle in `registry` that its context adopts; on a
+// Gives `object` a handle in `registry` that `owner` adopts (null: an object
+// of no context, such as a context itself or a CPU e-graph image); on a
 // failed adoption the handle is removed again, so nothing half-made stays.
-template <typename T>
-absl::StatusOr<uint64_t> Register(HandleRegistry<T>& registry, HandleType type,
-                                  std::shared_ptr<T> object, const char* what) {
-  Context& ctx = object->context();
-  T* raw = object.get();
+template <typename T, typename U>
+absl::StatusOr<uint64_t> Register(HandleRegistry<T>& registry, std::shared_ptr<U> object,
+                                  Context* owner, const char* what) {
+  U* raw = object.get();
   VYRE_ASSIGN_OR_RETURN(uint64_t bits, registry.Insert(std::move(object)));
   raw->set_handle(bits);
-  absl::Status adopted = ctx.Adopt(type, bits, what);
+  if (owner == nullptr) return bits;
+  absl::Status adopted = owner->Adopt(registry, bits, what);
   if (!adopted.ok()) {
     registry.Remove(bits, what).IgnoreError();
     return adopted;

@@ -79,11 +79,39 @@ inline uint32_t SlotOf(uint64_t bits) { return static_cast<uint32_t>(bits) & kSl
 // Describes why `bits` does not name a live object (shared by all registries).
 absl::Status HandleError(const char* what, HandleType expected, uint64_t bits, bool stale);
 
+// When a closing context releases the handles of a table: pending work first
+// (it holds graphs, programs and buffers until its device work is drained),
+// then graphs and sequences (they hold programs and buffers), e-graph images,
+// programs, and memory last.
+enum class ReleaseRank : uint8_t {
+  kPendingWork = 0,
+  kGraphs = 1,
+  kSequences = 2,
+  kEgraphImages = 3,
+  kPrograms = 4,
+  kMemory = 5,
+};
+
+// A table whose handles a context can own. The context records the table
+// with each handle it adopts and, when it closes, hands each one back to its
+// table, so the context (and whoever closes it) needs no list of handle types.
+class OwnedHandleTable {
+ public:
+  virtual ReleaseRank release_rank() const = 0;
+  // Removes `bits` because its context closed (a handle already gone is
+  // ignored). The object goes with its last reference: now, or when the call
+  // or device work that still holds it is done.
+  virtual void ReleaseOwned(uint64_t bits) = 0;
+
+ protected:
+  ~OwnedHandleTable() = default;
+};
+
 // GenerationBits and MaxSlots are build-time parameters; the defaults are the
 // shipped layout (every bit of both fields). Tests narrow them.
 template <typename T, unsigned GenerationBits = handle_bits::kGenerationBits,
           uint32_t MaxSlots = handle_bits::kMaxSlots>
-class HandleRegistry {
+class HandleRegistry final : public OwnedHandleTable {
   static_assert(GenerationBits >= 1 && GenerationBits <= handle_bits::kGenerationBits,
                 "the generation must fit its field");
   static_assert(MaxSlots >= 1 && MaxSlots <= handle_bits::kMaxSlots,
@@ -95,7 +123,11 @@ class HandleRegistry {
       static_cast<uint32_t>((uint64_t{1} << GenerationBits) - 1);
   static constexpr uint32_t kMaxSlots = MaxSlots;
 
-  explicit HandleRegistry(HandleType type) : type_(type) {}
+  // `on_context_closed` runs on an object that its closing context removes
+  // (a buffer marks itself freed), outside the registry lock.
+  explicit HandleRegistry(HandleType type, ReleaseRank rank = ReleaseRank::kMemory,
+                          void (*on_context_closed)(T&) = nullptr)
+      : type_(type), rank_(rank), on_context_closed_(on_context_closed) {}
   HandleRegistry(const HandleRegistry&) = delete;
   HandleRegistry& operator=(const HandleRegistry&) = delete;
 
@@ -141,6 +173,13 @@ class HandleRegistry {
       free_.push_back(handle_bits::SlotOf(bits));
     }
     return object;
+  }
+
+  ReleaseRank release_rank() const override { return rank_; }
+
+  void ReleaseOwned(uint64_t bits) override {
+    absl::StatusOr<std::shared_ptr<T>> removed = Remove(bits, "vyre_context_destroy");
+    if (removed.ok() && on_context_closed_ != nullptr) on_context_closed_(**removed);
   }
 
   size_t live() const {
@@ -199,6 +238,8 @@ class HandleRegistry {
   }
 
   const HandleType type_;
+  const ReleaseRank rank_;
+  void (*const on_context_closed_)(T&);
   // Every API call looks up one or more handles. The library's locks are the
   // standard library's, not absl::Mutex: Debian's Abseil is built with its
   // debug deadlock detector on (a graph lookup in every lock operation, a

@@ -11,7 +11,6 @@
 #include "driver/cu_error.h"
 #include "egraph/columns.h"
 #include "egraph/cpu_reference.h"
-#include "runtime/registries.h"
 
 extern const char vyre_builtin_egraph_ptx[];
 
@@ -803,6 +802,12 @@ absl::Status EgraphImage::Pass(uint32_t* pairs, uint64_t capacity, uint64_t* out
   auto* begin = reinterpret_cast<std::array<uint32_t, 2>*>(pairs);
   std::sort(begin, begin + count);
   return absl::OkStatus();
+}
+
+HandleRegistry<EgraphImage>& EgraphImages() {
+  static auto* registry =
+      new HandleRegistry<EgraphImage>(HandleType::kEgraphImage, ReleaseRank::kEgraphImages);
+  return *registry;
 }
 
 }  // namespace vyre

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "base/handle_registry.h"
 #include "kernels/egraph_args.h"
 #include "runtime/context/context.h"
 #include "runtime/transfer/memory.h"
@@ -166,6 +167,9 @@ class EgraphImage {
   bool counted_ = false;
   bool records_stale_ = true;  // a column of the row records changed since they were packed
 };
+
+// The process-wide table of e-graph image handles.
+HandleRegistry<EgraphImage>& EgraphImages();
 
 }  // namespace vyre
 

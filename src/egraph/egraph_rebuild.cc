@@ -18,11 +18,15 @@ constexpr uint32_t kKnownFlags = VYRE_EGRAPH_REBUILD_RESET | VYRE_EGRAPH_REBUILD
 constexpr uint32_t kFirstBatch = 4;
 constexpr uint32_t kMaxBatch = 64;
 
+constexpr PendingWork::Words kRebuildWords = {"rebuild", "started", "vyre_egraph_rebuild_async",
+                                              "wait on a pending rebuild once, then release it."};
+
 }  // namespace
 
 EgraphRebuild::EgraphRebuild(std::shared_ptr<EgraphImage> image, bool synchronous)
-    : image_(std::move(image)), synchronous_(synchronous) {
-  if (!synchronous_ && image_->gpu()) image_->context()->telemetry().live_pendings.Add();
+    : PendingWork(synchronous, kRebuildWords), image_(std::move(image)) {
+  // A CPU image's rebuild is host work of no context.
+  AttachTo(image_->gpu() ? image_->context() : nullptr);
 }
 
 EgraphRebuild::~EgraphRebuild() {
@@ -32,19 +36,12 @@ EgraphRebuild::~EgraphRebuild() {
       // Never waited: finish so the image's union-find is whole again.
       Finish(/*read_back=*/false, "vyre_pending_release").IgnoreError();
     }
-    Release();
   }
-  if (!synchronous_ && image_->gpu()) image_->context()->telemetry().live_pendings.Sub(1);
+  DetachFromContext();
 }
 
-void EgraphRebuild::Release() {
-  if (device_work_pending_ && image_->gpu()) {
-    Context& ctx = *image_->context();
-    driver::ScopedContext bind(ctx.cu(), driver::ScopedContext::Purpose::kRelease);
-    CUresult r = driver::Api().cuStreamSynchronize(ctx.stream());
-    if (r != CUDA_SUCCESS) driver::LogReleaseFailure("cuStreamSynchronize", r);
-    device_work_pending_ = false;
-  }
+void EgraphRebuild::ReleaseResources() {
+  DrainStream();
   unions_device_.reset();
   unions_pinned_.reset();
   start_.reset();
@@ -97,7 +94,7 @@ absl::Status EgraphRebuild::Start(const vyre_egraph_rebuild_desc& desc, const ch
       image_->gpu() ? StartOnDevice(desc, what) : StartOnHost(desc, what);
   if (!started.ok()) {
     image_lock.unlock();
-    Release();
+    ReleaseResources();
     return started;
   }
   state_ = State::kInFlight;
@@ -284,33 +281,21 @@ absl::Status EgraphRebuild::Finish(bool read_back, const char* what) {
   return absl::OkStatus();
 }
 
-absl::Status EgraphRebuild::Poll(const char* what) {
-  auto lock = Lock();
-  if (state_ != State::kInFlight || !done_) return absl::OkStatus();
+absl::Status EgraphRebuild::PollInFlight(const char* what) {
+  if (!done_) return absl::OkStatus();
   driver::ScopedContext bind(image_->context()->cu());
   VYRE_RETURN_IF_ERROR(bind.status(what));
   return PollEvent(done_.get(), what, "the e-graph rebuild");
 }
 
-absl::Status EgraphRebuild::Wait(uint64_t timeout_ns, const char* what) {
-  auto lock = Lock();
-  if (state_ == State::kDone) {
-    return Errorf(VYRE_STATUS_INVALID_STATE,
-                  "%s: this rebuild was already waited on. Fix: wait on a pending rebuild once, "
-                  "then release it.",
-                  what);
-  }
-  if (state_ != State::kInFlight) {
-    return Errorf(VYRE_STATUS_INVALID_STATE,
-                  "%s: the rebuild was never started. Fix: wait only on handles returned by "
-                  "vyre_egraph_rebuild_async.",
-                  what);
-  }
+absl::Status EgraphRebuild::WaitInFlight(uint64_t timeout_ns, const char* what, bool* settled) {
   if (done_ && timeout_ns != VYRE_WAIT_FOREVER) {
+    *settled = false;
     driver::ScopedContext bind(image_->context()->cu());
     VYRE_RETURN_IF_ERROR(bind.status(what));
     absl::Status ready = AwaitEvent(done_.get(), timeout_ns, what, "the e-graph rebuild");
     if (PublicCode(ready) == VYRE_STATUS_TIMEOUT) return ready;
+    *settled = true;
   }
   absl::Status status = Finish(/*read_back=*/true, what);
   const int64_t end = absl::GetCurrentTimeNanos();
@@ -322,32 +307,12 @@ absl::Status EgraphRebuild::Wait(uint64_t timeout_ns, const char* what) {
   if (status.ok() && result_out_ != nullptr) {
     status = WriteOutStruct(what, "vyre_egraph_rebuild_result", result_out_, result_);
   }
-  state_ = State::kDone;
-  Release();
   return status;
 }
 
-absl::StatusOr<vyre_timing> EgraphRebuild::Timing(const char* what) {
-  auto lock = Lock();
-  if (state_ != State::kDone) {
-    return Errorf(VYRE_STATUS_INVALID_STATE,
-                  "%s: timing is known only after the rebuild is waited on. Fix: call "
-                  "vyre_pending_wait first.",
-                  what);
-  }
-  return timing_;
-}
-
-absl::Status EgraphRebuild::Abandon(const char* what) {
-  auto lock = Lock();
-  absl::Status status;
-  if (state_ == State::kInFlight) {
-    // Never waited on: the rebuild's failure would go with the handle.
-    status = Finish(/*read_back=*/false, what);
-    state_ = State::kDone;
-  }
-  Release();
-  return status;
+absl::Status EgraphRebuild::AbandonInFlight(const char* what) {
+  // Never waited on: the rebuild's failure would go with the handle.
+  return Finish(/*read_back=*/false, what);
 }
 
 }  // namespace vyre

@@ -21,42 +21,33 @@ class EgraphRebuild final : public PendingWork {
  public:
   EgraphRebuild(std::shared_ptr<EgraphImage> image, bool synchronous);
   ~EgraphRebuild() override;
-  EgraphRebuild(const EgraphRebuild&) = delete;
-  EgraphRebuild& operator=(const EgraphRebuild&) = delete;
 
   // Validates and applies the unions and enqueues the first batch of rounds
   // (a CPU image's rebuild runs to completion here).
   absl::Status Start(const vyre_egraph_rebuild_desc& desc, const char* what);
-  absl::Status Poll(const char* what) override;
-  absl::Status Wait(uint64_t timeout_ns, const char* what) override;
-  absl::StatusOr<vyre_timing> Timing(const char* what) override;
-  absl::Status Abandon(const char* what) override;
   std::shared_ptr<Context> context_ref() const override { return image_->context_ref(); }
 
   const vyre_egraph_rebuild_result& result() const { return result_; }
 
  private:
-  enum class State { kIdle, kInFlight, kDone };
+  absl::Status PollInFlight(const char* what) override;
+  absl::Status WaitInFlight(uint64_t timeout_ns, const char* what, bool* settled) override;
+  // Runs the rebuild to its end without the read-back, so the image's
+  // union-find is whole again; its failure is returned.
+  absl::Status AbandonInFlight(const char* what) override;
+  void ReleaseResources() override;
 
-  std::unique_lock<std::mutex> Lock() {
-    return synchronous_ ? std::unique_lock<std::mutex>() : std::unique_lock<std::mutex>(mu_);
-  }
   absl::Status StartOnDevice(const vyre_egraph_rebuild_desc& desc, const char* what);
   absl::Status StartOnHost(const vyre_egraph_rebuild_desc& desc, const char* what);
   absl::Status EnqueueRounds(uint32_t rounds, const char* what);
   // Runs batches until the fixpoint, then reads the results back (into the
   // caller's memory unless `read_back` is false).
   absl::Status Finish(bool read_back, const char* what);
-  void Release();
 
   std::shared_ptr<EgraphImage> image_;
-  const bool synchronous_;
   std::unique_lock<std::mutex> image_lock_;  // synchronous: held start to finish
   bool claimed_ = false;                     // asynchronous: set the image busy
 
-  std::mutex mu_;
-  State state_ = State::kIdle;
-  bool device_work_pending_ = false;
   uint32_t flags_ = 0;
   uint32_t* canonical_out_ = nullptr;
   vyre_egraph_rebuild_result* result_out_ = nullptr;
@@ -64,10 +55,7 @@ class EgraphRebuild final : public PendingWork {
   uint32_t start_parent_state_ = VYRE_EG_PARENT_ANY;  // the union-find round 1 finds
   uint64_t classes_before_ = 0;
   PoolBlock unions_device_, unions_pinned_;
-  PooledEvent start_, end_, done_;
   vyre_egraph_rebuild_result result_{};
-  vyre_timing timing_{};
-  int64_t started_ns_ = 0;
 };
 
 }  // namespace vyre

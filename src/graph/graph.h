@@ -14,11 +14,15 @@
 #include <string>
 #include <vector>
 
+#include "absl/base/attributes.h"
 #include "absl/container/inlined_vector.h"
 #include "absl/status/statusor.h"
+#include "base/handle_registry.h"
 #include "graph/capture.h"
+#include "graph/graph_launch_plan.h"
 #include "runtime/transfer/buffer.h"
 #include "runtime/context/context.h"
+#include "runtime/dispatch/recycle_pool.h"
 #include "runtime/transfer/device_pools.h"
 #include "runtime/transfer/memory.h"
 #include "runtime/program/program.h"
@@ -26,6 +30,8 @@
 
 namespace vyre {
 
+struct DispatchPlan;
+struct PlannedBinding;
 class Sequence;
 
 // What one replay leaves for its wait: host copies out of the graph's pinned
@@ -55,6 +61,8 @@ struct ReplayWork {
   }
 };
 
+class GraphReplay;
+
 class Graph {
  public:
   static absl::StatusOr<std::shared_ptr<Graph>> RecordDispatch(std::shared_ptr<Program> program,
@@ -68,6 +76,8 @@ class Graph {
 
   Context& context() const { return *context_; }
   const std::shared_ptr<Context>& context_ref() const { return context_; }
+  // Released asynchronous replays of this graph, kept for reuse.
+  RecyclePool<GraphReplay>& recycled_replays() { return recycled_replays_; }
   uint64_t handle() const { return handle_; }
   void set_handle(uint64_t bits) { handle_ = bits; }
 
@@ -118,6 +128,12 @@ class Graph {
     uint64_t memset_operations = 0, kernel_launches = 0;
   };
 
+  // Where RecordDispatch laid out the HOST bindings.
+  struct Layout {
+    uint64_t slab_bytes = 0;   // device and pinned each: [parameter block][HOST bindings]
+    bool host_inputs = false;  // some HOST binding is read
+  };
+
   // Elements the device's largest derived grid (max grid x blocks of
   // threads_per_block_ threads) covers: the most a replay may ask for.
   uint64_t GridCoverage() const {
@@ -127,16 +143,77 @@ class Graph {
   uint64_t BlocksFor(uint64_t count) const {
     return count / threads_per_block_ + (count % threads_per_block_ != 0);
   }
+
+  // Recording a dispatch (graph_record.cc), in call order after the dispatch
+  // plan: derive the element count and capacity class, lay out and stage the
+  // HOST bindings, build the kernel node, capture, index the nodes.
+  void DeriveShape(const DispatchPlan& plan, const vyre_dispatch_desc& desc);
+  absl::StatusOr<Layout> LayOutBindings(const DispatchPlan& plan, const char* what);
+  absl::Status PlaceHostBinding(const PlannedBinding& pb, Binding* b, Layout* layout,
+                                const char* what);
+  absl::Status StageRecordInputs(const DispatchPlan& plan, uint64_t slab_bytes,
+                                 const char* what);
+  absl::Status BuildKernelOp(const DispatchPlan& plan, RecordedOp* kernel, const char* what);
+  absl::Status CaptureDispatch(const RecordedOp& kernel, uint32_t iterations, bool host_inputs,
+                               const char* what);
+  absl::Status RecordOps(bool with_inputs, const RecordedOp& kernel, uint32_t iterations,
+                         CUstream stream, std::vector<RecordedOp>* ops, const char* what) const;
+  void IndexNodes();
   absl::Status Capture(const RecordFn& record_full, const RecordFn* record_unchanged,
                        const char* what);
-  absl::Status LaunchSequence(const vyre_graph_replay_desc& desc, ReplayWork* work,
-                              const char* what);
+  static ExecCounts Count(const std::vector<RecordedOp>& ops, const std::vector<Binding>& bindings,
+                          bool with_inputs);
+
+  // Node parameters (graph.cc).
   absl::Status SetKernelNode(size_t index, const RecordedOp& op, const char* what);
   absl::Status SetMemsetNode(size_t index, CUdeviceptr dst, uint64_t bytes, const char* what);
   absl::Status ApplyAll(const char* what);
+
+  // Replaying (graph_launch.cc). A dispatch graph's replay runs as: check
+  // the descriptor, resolve its bindings, plan the kernel node changes (all
+  // into launch_plan_, touching nothing), push the node changes, commit them,
+  // upload parameter words, stage HOST inputs, launch. The steps are always
+  // inlined into Launch, their one caller, so the split adds no call to the
+  // replay's hot path.
+  absl::Status LaunchSequence(const vyre_graph_replay_desc& desc, ReplayWork* work,
+                              const char* what);
+  ABSL_ATTRIBUTE_ALWAYS_INLINE inline absl::Status LaunchDispatch(
+      const vyre_graph_replay_desc& desc, ReplayWork* work, const char* what);
+  ABSL_ATTRIBUTE_ALWAYS_INLINE inline absl::Status PlanLaunch(
+      const vyre_graph_replay_desc& desc, GraphLaunchPlan* plan, const char* what) const;
+  ABSL_ATTRIBUTE_ALWAYS_INLINE inline absl::Status CheckReplayBindings(
+      const vyre_graph_replay_desc& desc, const char* what) const;
+  ABSL_ATTRIBUTE_ALWAYS_INLINE inline absl::Status CheckReplayCount(
+      const vyre_graph_replay_desc& desc, uint64_t* count, const char* what) const;
+  ABSL_ATTRIBUTE_ALWAYS_INLINE inline absl::Status CheckReplayValues(
+      const vyre_graph_replay_desc& desc, const char* what) const;
+  ABSL_ATTRIBUTE_ALWAYS_INLINE inline absl::Status ResolveBindings(
+      const vyre_graph_replay_desc& desc, GraphLaunchPlan* plan, const char* what) const;
+  ABSL_ATTRIBUTE_ALWAYS_INLINE inline absl::Status Rebind(
+      size_t i, const vyre_dispatch_binding& in, GraphLaunchPlan* plan, const char* what) const;
+  ABSL_ATTRIBUTE_ALWAYS_INLINE inline absl::Status RebindHost(
+      size_t i, const vyre_dispatch_binding& in, GraphLaunchPlan* plan, const char* what) const;
+  ABSL_ATTRIBUTE_ALWAYS_INLINE inline absl::Status RebindResident(
+      size_t i, const vyre_dispatch_binding& in, GraphLaunchPlan* plan, const char* what) const;
+  ABSL_ATTRIBUTE_ALWAYS_INLINE inline absl::Status KeepBinding(
+      size_t i, GraphLaunchPlan* plan, const char* what) const;
+  ABSL_ATTRIBUTE_ALWAYS_INLINE inline absl::Status CheckBoundBytes(
+      size_t i, uint64_t bytes, uint64_t count, const char* what) const;
+  ABSL_ATTRIBUTE_ALWAYS_INLINE inline void PlanKernelUpdates(
+      const vyre_graph_replay_desc& desc, GraphLaunchPlan* plan) const;
+  ABSL_ATTRIBUTE_ALWAYS_INLINE inline absl::Status PushNodeUpdates(
+      const GraphLaunchPlan& plan, const char* what);
+  ABSL_ATTRIBUTE_ALWAYS_INLINE inline absl::Status PushMemsetUpdates(
+      const GraphLaunchPlan& plan, const char* what);
+  ABSL_ATTRIBUTE_ALWAYS_INLINE inline absl::Status PushKernelUpdates(
+      const GraphLaunchPlan& plan, const char* what);
+  ABSL_ATTRIBUTE_ALWAYS_INLINE inline void CommitPlan(
+      const vyre_graph_replay_desc& desc, GraphLaunchPlan* plan);
+  ABSL_ATTRIBUTE_ALWAYS_INLINE inline absl::Status UploadParamWords(
+      const vyre_graph_replay_desc& desc, ReplayWork* work, const char* what);
+  ABSL_ATTRIBUTE_ALWAYS_INLINE inline bool StageHostInputs(
+      const GraphLaunchPlan& plan, ReplayWork* work);
   absl::Status LaunchExec(bool unchanged_inputs, const char* what);
-  static ExecCounts Count(const std::vector<RecordedOp>& ops, const std::vector<Binding>& bindings,
-                          bool with_inputs);
 
   std::shared_ptr<Context> context_;  // first: outlives everything below
   std::shared_ptr<Program> program_;     // dispatch graphs
@@ -166,7 +243,12 @@ class Graph {
   bool async_in_flight_ = false;
   bool reapply_ = false;  // a node update failed: push every node again
   uint64_t replays_ = 0;
+  GraphLaunchPlan launch_plan_;  // reused by every dispatch replay
+  RecyclePool<GraphReplay> recycled_replays_;
 };
+
+// The process-wide table of graph handles.
+HandleRegistry<Graph>& Graphs();
 
 }  // namespace vyre
 

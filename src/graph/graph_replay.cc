@@ -11,8 +11,17 @@
 
 namespace vyre {
 
+namespace {
+
+constexpr PendingWork::Words kReplayWords = {
+    "replay", "enqueued", "vyre_graph_replay_async",
+    "wait on a pending replay once; read its timing with vyre_pending_timing and release it "
+    "with vyre_pending_release."};
+
+}  // namespace
+
 GraphReplay::GraphReplay(std::shared_ptr<Graph> graph, bool synchronous)
-    : synchronous_(synchronous) {
+    : PendingWork(synchronous, kReplayWords) {
   work_.keep_buffers = !synchronous_;
   Attach(std::move(graph));
 }
@@ -21,41 +30,31 @@ GraphReplay::~GraphReplay() { Detach(); }
 
 void GraphReplay::Attach(std::shared_ptr<Graph> graph) {
   graph_ = std::move(graph);
-  state_ = State::kIdle;
-  device_work_pending_ = false;
+  AttachTo(&graph_->context());
   host_timing_ = false;
-  timing_ = vyre_timing{};
-  started_ns_ = 0;
-  if (!synchronous_) graph_->context().telemetry().live_pendings.Add();
 }
 
 void GraphReplay::Detach() {
   if (!graph_) return;
-  {
-    auto lock = Lock();
-    ReleaseResources();
-  }
-  if (!synchronous_) graph_->context().telemetry().live_pendings.Sub(1);
+  DetachFromContext();
   graph_.reset();
 }
 
 void GraphReplay::Recycle(std::shared_ptr<PendingWork> self) {
   if (synchronous_ || !graph_) return;
-  // Hold the context: detaching may drop the last reference to the graph,
-  // and through it to the context.
-  std::shared_ptr<Context> ctx = graph_->context_ref();
+  // Held past Detach: the graph keeps the pool (and through it the context),
+  // and this may be the last reference to it.
+  std::shared_ptr<Graph> graph = graph_;
   Detach();
-  ctx->RecycleReplay(std::move(self));
+  if (!graph->context().open()) return;
+  // The same object and owner, typed: `self` is this object.
+  std::shared_ptr<GraphReplay> kept(self, this);
+  self.reset();
+  graph->recycled_replays().Put(std::move(kept));
 }
 
 void GraphReplay::ReleaseResources() {
-  Context& ctx = graph_->context();
-  if (device_work_pending_) {
-    driver::ScopedContext bind(ctx.cu(), driver::ScopedContext::Purpose::kRelease);
-    CUresult r = driver::Api().cuStreamSynchronize(ctx.stream());
-    if (r != CUDA_SUCCESS) driver::LogReleaseFailure("cuStreamSynchronize", r);
-    device_work_pending_ = false;
-  }
+  DrainStream();
   work_.Clear();
   done_.reset();
   start_.reset();
@@ -127,31 +126,17 @@ absl::Status GraphReplay::EnqueueLocked(const vyre_graph_replay_desc& desc, cons
   return absl::OkStatus();
 }
 
-absl::Status GraphReplay::Poll(const char* what) {
-  auto lock = Lock();
-  if (state_ == State::kWaited || !device_work_pending_) return absl::OkStatus();
+absl::Status GraphReplay::PollInFlight(const char* what) {
+  if (!device_work_pending_) return absl::OkStatus();
   driver::ScopedContext bind(graph_->context().cu());
   VYRE_RETURN_IF_ERROR(bind.status(what));
   return PollEvent(done_.get(), what, "the graph replay");
 }
 
-absl::Status GraphReplay::Wait(uint64_t timeout_ns, const char* what) {
-  auto lock = Lock();
-  if (state_ == State::kWaited) {
-    return Errorf(VYRE_STATUS_INVALID_STATE,
-                  "%s: this replay was already waited on. Fix: wait on a pending replay once; "
-                  "read its timing with vyre_pending_timing and release it with "
-                  "vyre_pending_release.",
-                  what);
-  }
-  if (state_ != State::kInFlight) {
-    return Errorf(VYRE_STATUS_INVALID_STATE,
-                  "%s: the replay was never enqueued. Fix: wait only on handles returned by "
-                  "vyre_graph_replay_async.",
-                  what);
-  }
+absl::Status GraphReplay::WaitInFlight(uint64_t timeout_ns, const char* what, bool* settled) {
   Context& ctx = graph_->context();
   const int64_t wait_start = host_timing_ ? absl::GetCurrentTimeNanos() : 0;
+  *settled = false;
   driver::ScopedContext bind(ctx.cu());
   VYRE_RETURN_IF_ERROR(bind.status(what));
   ctx.telemetry().sync_points.Add();
@@ -163,62 +148,28 @@ absl::Status GraphReplay::Wait(uint64_t timeout_ns, const char* what) {
     status = AwaitEvent(done_.get(), timeout_ns, what, "the graph replay");
     if (PublicCode(status) == VYRE_STATUS_TIMEOUT) return status;
   }
-  if (status.ok()) {
-    device_work_pending_ = false;
-    for (const ReplayWork::HostCopy& copy : work_.outputs) {
-      std::memcpy(copy.to, copy.from, copy.bytes);
-    }
-    if (work_.downloads_of != nullptr) work_.downloads_of->FinishDownloads(work_.pinned);
-    if (start_ && end_) {
-      float ms = 0;
-      if (driver::Api().cuEventElapsedTime(&ms, start_.get(), end_.get()) == CUDA_SUCCESS) {
-        timing_.device_ns = static_cast<uint64_t>(static_cast<double>(ms) * 1e6);
-      }
-    }
-  }
+  *settled = true;
+  if (status.ok()) FinishOnHost();
   if (host_timing_) {
     const int64_t end = absl::GetCurrentTimeNanos();
     timing_.wait_ns = static_cast<uint64_t>(end - wait_start);
     timing_.wall_ns = static_cast<uint64_t>(end - started_ns_);
   }
-  state_ = State::kWaited;
-  ReleaseResources();
   return status;
 }
 
-absl::StatusOr<vyre_timing> GraphReplay::Timing(const char* what) {
-  auto lock = Lock();
-  if (state_ != State::kWaited) {
-    return Errorf(VYRE_STATUS_INVALID_STATE,
-                  "%s: timing is known only after the replay is waited on. Fix: call "
-                  "vyre_pending_wait first.",
-                  what);
+void GraphReplay::FinishOnHost() {
+  device_work_pending_ = false;
+  for (const ReplayWork::HostCopy& copy : work_.outputs) {
+    std::memcpy(copy.to, copy.from, copy.bytes);
   }
-  vyre_timing t = timing_;
-  t.struct_size = sizeof(t);
-  return t;
+  if (work_.downloads_of != nullptr) work_.downloads_of->FinishDownloads(work_.pinned);
+  ReadDeviceTime();
 }
 
-absl::Status GraphReplay::Abandon(const char* what) {
-  auto lock = Lock();
-  absl::Status status;
-  if (state_ == State::kInFlight && device_work_pending_ && done_) {
-    // Never waited on: what its device work met would go with the handle.
-    driver::ScopedContext bind(graph_->context().cu(), driver::ScopedContext::Purpose::kRelease);
-    CUresult r = driver::Api().cuEventSynchronize(done_.get());
-    if (r == CUDA_SUCCESS) {
-      device_work_pending_ = false;  // done_ follows all of the replay's work
-    } else {
-      status = driver::CuError(
-          r, absl::StrCat(what, ": the graph replay (released without a wait)"),
-          "cuEventSynchronize",
-          "nothing is left to do for this handle (it is released); wait on pending work "
-          "(vyre_pending_wait) before releasing it to see its errors where they happen, and "
-          "check the driver and the device if they recur");
-    }
-  }
-  ReleaseResources();
-  return status;
+absl::Status GraphReplay::AbandonInFlight(const char* what) {
+  // Never waited on: what its device work met would go with the handle.
+  return AwaitAbandoned("the graph replay", what);
 }
 
 }  // namespace vyre

@@ -15,7 +15,9 @@
 
 #include "absl/container/inlined_vector.h"
 #include "absl/status/statusor.h"
+#include "base/handle_registry.h"
 #include "graph/capture.h"
+#include "graph/sequence_plan.h"
 #include "runtime/transfer/buffer.h"
 #include "runtime/context/context.h"
 #include "runtime/dispatch/kernel_launch.h"
@@ -24,33 +26,6 @@
 #include "vyre_cuda.h"
 
 namespace vyre {
-
-struct SequenceStep {
-  vyre_step_kind kind = VYRE_STEP_FILL;
-  // Every buffer the step touches, kept alive and checked before each run.
-  absl::InlinedVector<std::shared_ptr<Buffer>, 4> buffers;
-  // DISPATCH
-  std::shared_ptr<Program> program;
-  LaunchShape shape;
-  uint32_t iterations = 1;
-  KernelValues values;
-  absl::InlinedVector<std::pair<CUdeviceptr, uint64_t>, 4> zeroed;  // OUTPUT bindings
-  std::string param_words;  // until uploaded at creation
-  // FILL / COPY / UPLOAD / DOWNLOAD
-  CUdeviceptr dst = 0;
-  CUdeviceptr src = 0;
-  uint64_t bytes = 0;
-  unsigned char fill_byte = 0;
-  const void* host_src = nullptr;
-  void* host_dst = nullptr;
-  uint64_t pinned_offset = 0;  // UPLOAD / DOWNLOAD staging
-};
-
-// What one run moves, for telemetry.
-struct SequenceCounts {
-  uint64_t h2d_bytes = 0, h2d_operations = 0, d2h_bytes = 0, d2h_operations = 0;
-  uint64_t memset_operations = 0, kernel_launches = 0;
-};
 
 class Sequence {
  public:
@@ -85,7 +60,10 @@ class Sequence {
 
  private:
   explicit Sequence(std::shared_ptr<Context> context) : context_(std::move(context)) {}
-  absl::Status AddStep(const vyre_sequence_step& in, size_t index, const char* what);
+  // Creation after CheckSequenceDesc, in call order: every step planned,
+  // then the DISPATCH steps' parameter words uploaded and pointed at.
+  absl::Status AddSteps(const vyre_sequence_desc& desc, const char* what);
+  absl::Status UploadParamWords(const char* what);
 
   std::shared_ptr<Context> context_;  // first: outlives the memory below
   std::vector<SequenceStep> steps_;
@@ -98,6 +76,9 @@ class Sequence {
   bool counted_ = false;
   std::mutex run_mu_;  // eager runs share pinned_
 };
+
+// The process-wide table of sequence handles.
+HandleRegistry<Sequence>& Sequences();
 
 }  // namespace vyre
 

@@ -39,7 +39,6 @@
 #include "fake_cuda_client.h"
 #include "injected_results.h"
 #include "runtime/context/context.h"
-#include "runtime/registries.h"
 #include "vyre_cuda.h"
 #include "vyre_test_util.h"
 

@@ -1,5 +1,6 @@
 #include "runtime/context/context.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -9,8 +10,6 @@
 #include "driver/device_faults.h"
 #include "driver/driver_api.h"
 #include "runtime/transfer/memory.h"
-#include "runtime/dispatch/pending.h"
-#include "runtime/dispatch/pending_work.h"
 
 namespace vyre {
 namespace {
@@ -146,7 +145,7 @@ Context::~Context() {
   stream_.reset();
 }
 
-absl::Status Context::Adopt(HandleType type, uint64_t bits, const char* what) {
+absl::Status Context::Adopt(OwnedHandleTable& table, uint64_t bits, const char* what) {
   std::lock_guard lock(mu_);
   if (closed_) {
     return Errorf(VYRE_STATUS_STALE_HANDLE,
@@ -154,66 +153,33 @@ absl::Status Context::Adopt(HandleType type, uint64_t bits, const char* what) {
                   "context while other threads still use it.",
                   what);
   }
-  owned_.insert({type, bits});
+  owned_.insert({&table, bits});
   return absl::OkStatus();
 }
 
-void Context::Disown(HandleType type, uint64_t bits) {
+void Context::Disown(OwnedHandleTable& table, uint64_t bits) {
   std::lock_guard lock(mu_);
-  owned_.erase({type, bits});
+  owned_.erase({&table, bits});
 }
 
-std::shared_ptr<PendingDispatch> Context::TakeRecycledPending() {
-  std::lock_guard lock(recycled_mu_);
-  if (recycled_.empty()) return nullptr;
-  std::shared_ptr<PendingDispatch> pending = std::move(recycled_.back());
-  recycled_.pop_back();
-  return pending;
+bool Context::open() const {
+  std::lock_guard lock(mu_);
+  return !closed_;
 }
 
-void Context::RecyclePending(std::shared_ptr<PendingDispatch> pending) {
-  constexpr size_t kMaxRecycled = 64;
-  // Reuse only an object nobody else can still reach.
-  if (pending.use_count() != 1) return;
-  pending->Detach();
+void Context::Close() {
+  std::vector<std::pair<OwnedHandleTable*, uint64_t>> owned;
   {
     std::lock_guard lock(mu_);
-    if (closed_) return;
+    closed_ = true;
+    owned.assign(owned_.begin(), owned_.end());
+    owned_.clear();
   }
-  std::lock_guard lock(recycled_mu_);
-  if (recycled_.size() < kMaxRecycled) recycled_.push_back(std::move(pending));
-}
-
-std::shared_ptr<PendingWork> Context::TakeRecycledReplay() {
-  std::lock_guard lock(recycled_mu_);
-  if (recycled_replays_.empty()) return nullptr;
-  std::shared_ptr<PendingWork> replay = std::move(recycled_replays_.back());
-  recycled_replays_.pop_back();
-  return replay;
-}
-
-void Context::RecycleReplay(std::shared_ptr<PendingWork> replay) {
-  constexpr size_t kMaxRecycled = 64;
-  if (replay.use_count() != 1) return;
-  {
-    std::lock_guard lock(mu_);
-    if (closed_) return;
-  }
-  std::lock_guard lock(recycled_mu_);
-  if (recycled_replays_.size() < kMaxRecycled) recycled_replays_.push_back(std::move(replay));
-}
-
-std::vector<std::pair<HandleType, uint64_t>> Context::Close() {
-  {
-    std::lock_guard recycled_lock(recycled_mu_);
-    recycled_.clear();
-    recycled_replays_.clear();
-  }
-  std::lock_guard lock(mu_);
-  closed_ = true;
-  std::vector<std::pair<HandleType, uint64_t>> owned(owned_.begin(), owned_.end());
-  owned_.clear();
-  return owned;
+  std::stable_sort(owned.begin(), owned.end(), [](const auto& a, const auto& b) {
+    return a.first->release_rank() < b.first->release_rank();
+  });
+  // Outside the lock: a removed object may be destroyed here.
+  for (const auto& [table, bits] : owned) table->ReleaseOwned(bits);
 }
 
 absl::StatusOr<CUstream> Context::CaptureStream(const char* what) {
@@ -317,6 +283,13 @@ vyre_telemetry Context::Snapshot() const {
   out.live_graphs = t.live_graphs.Get();
   out.live_sequences = t.live_sequences.Get();
   return out;
+}
+
+// Leaked on purpose, as every handle table: handles may be released from
+// static destructors of the caller's program, after our own statics are gone.
+HandleRegistry<Context>& Contexts() {
+  static auto* registry = new HandleRegistry<Context>(HandleType::kContext);
+  return *registry;
 }
 
 }  // namespace vyre

@@ -23,9 +23,6 @@
 
 namespace vyre {
 
-class PendingDispatch;
-class PendingWork;
-
 // Fills `info` for a device ordinal; the driver must be loaded. `what` (the
 // API call) starts the messages.
 absl::Status QueryDeviceInfo(const char* what, uint32_t ordinal, vyre_device_info* info);
@@ -57,12 +54,14 @@ class Context {
   uint64_t handle() const { return handle_; }
   void set_handle(uint64_t bits) { handle_ = bits; }
 
-  // Records that the context owns a handle. Fails with STALE_HANDLE when the
-  // context is being destroyed, so no object outlives its context's handle.
-  absl::Status Adopt(HandleType type, uint64_t bits, const char* what);
-  void Disown(HandleType type, uint64_t bits);
-  // Marks the context destroyed and returns what it owned.
-  std::vector<std::pair<HandleType, uint64_t>> Close();
+  // Records that the context owns handle `bits` of `table`. Fails with
+  // STALE_HANDLE when the context is being destroyed, so no object outlives
+  // its context's handle.
+  absl::Status Adopt(OwnedHandleTable& table, uint64_t bits, const char* what);
+  void Disown(OwnedHandleTable& table, uint64_t bits);
+  // Marks the context destroyed and hands every handle it owned back to its
+  // table, in the tables' release order (ReleaseRank).
+  void Close();
 
   // Recording a graph captures on a stream of its own, never on the work
   // stream, so other threads' dispatches are not swept into the graph. One
@@ -84,13 +83,8 @@ class Context {
   void Trim();
   vyre_telemetry Snapshot() const;
 
-  // Released async pendings are kept (detached, holding nothing) and reused,
-  // so a steady stream of async dispatches allocates nothing.
-  std::shared_ptr<PendingDispatch> TakeRecycledPending();
-  void RecyclePending(std::shared_ptr<PendingDispatch> pending);
-  // The same for graph replays (detached by their owner before recycling).
-  std::shared_ptr<PendingWork> TakeRecycledReplay();
-  void RecycleReplay(std::shared_ptr<PendingWork> replay);
+  // False once Close has begun: pending work is no longer kept for reuse.
+  bool open() const;
 
  private:
   Context() = default;
@@ -119,14 +113,13 @@ class Context {
   std::mutex interop_mu_;
   driver::EventGuard interop_event_;  // guarded by interop_mu_
 
-  std::mutex recycled_mu_;  // std::mutex: on the async dispatch path
-  std::vector<std::shared_ptr<PendingDispatch>> recycled_;
-  std::vector<std::shared_ptr<PendingWork>> recycled_replays_;
-
-  std::mutex mu_;  // guards the members below
+  mutable std::mutex mu_;  // guards the members below
   bool closed_ = false;
-  absl::flat_hash_set<std::pair<HandleType, uint64_t>> owned_;
+  absl::flat_hash_set<std::pair<OwnedHandleTable*, uint64_t>> owned_;
 };
+
+// The process-wide table of context handles.
+HandleRegistry<Context>& Contexts();
 
 }  // namespace vyre
 

@@ -6,7 +6,7 @@
 #include "base/raw_enum.h"
 #include "base/status.h"
 #include "base/struct_size.h"
-#include "runtime/registries.h"
+#include "runtime/transfer/buffer.h"
 
 namespace vyre {
 namespace {

@@ -20,10 +20,15 @@ int64_t NowNs() { return absl::GetCurrentTimeNanos(); }
 
 bool TraceOn() { return LogEnabled(VYRE_LOG_TRACE); }
 
+constexpr PendingWork::Words kDispatchWords = {
+    "dispatch", "enqueued", "vyre_dispatch_async",
+    "wait on a pending dispatch once; read its timing with vyre_pending_timing and release it "
+    "with vyre_pending_release."};
+
 }  // namespace
 
 PendingDispatch::PendingDispatch(std::shared_ptr<Program> program, bool synchronous)
-    : synchronous_(synchronous) {
+    : PendingWork(synchronous, kDispatchWords) {
   Attach(std::move(program));
 }
 
@@ -31,37 +36,23 @@ PendingDispatch::~PendingDispatch() { Detach(); }
 
 void PendingDispatch::Attach(std::shared_ptr<Program> program) {
   program_ = std::move(program);
-  state_ = State::kIdle;
+  AttachTo(&program_->context());
   host_timing_ = true;
-  timing_ = vyre_timing{};
   stages_ = StageTimes{};
-  started_ns_ = 0;
   param_pointer_ = 0;
-  device_work_pending_ = false;
-  if (!synchronous_) context().telemetry().live_pendings.Add();
 }
 
 void PendingDispatch::Detach() {
   if (!program_) return;
-  {
-    auto lock = Lock();
-    ReleaseResources();
-    plan_.bindings.clear();  // keeps its storage for the next dispatch
-  }
-  if (!synchronous_) context().telemetry().live_pendings.Sub(1);
+  DetachFromContext();
+  plan_.bindings.clear();  // keeps its storage for the next dispatch
   program_.reset();
 }
 
 void PendingDispatch::ReleaseResources() {
-  Context& ctx = context();
-  if (device_work_pending_) {
-    // The slabs may still be read or written by queued copies; they go back
-    // to the pools only once the stream has passed them.
-    driver::ScopedContext bind(ctx.cu(), driver::ScopedContext::Purpose::kRelease);
-    CUresult r = driver::Api().cuStreamSynchronize(ctx.stream());
-    if (r != CUDA_SUCCESS) driver::LogReleaseFailure("cuStreamSynchronize", r);
-    device_work_pending_ = false;
-  }
+  // The slabs may still be read or written by queued copies; they go back
+  // to the pools only once the stream has passed them.
+  DrainStream();
   device_slab_.reset();
   pinned_slab_.reset();
   done_.reset();
@@ -96,7 +87,6 @@ absl::Status PendingDispatch::Enqueue(const vyre_dispatch_desc& desc, const char
 
 absl::Status PendingDispatch::EnqueueLocked(const char* what) {
   Context& ctx = context();
-  Telemetry& t = ctx.telemetry();
   // Without staged host data the copy would carry only the parameter words:
   // the program's parameter cache usually makes it unnecessary.
   Program::ParamCache& cache = program_->param_cache();
@@ -106,6 +96,42 @@ absl::Status PendingDispatch::EnqueueLocked(const char* what) {
                                                                        kSlabAlignment);
   std::unique_lock<std::mutex> param_lock;
   if (cached_params) param_lock = std::unique_lock<std::mutex>(cache.mu);
+  VYRE_RETURN_IF_ERROR(StageOnHost(cached_params, what));
+
+  if (host_timing_) stages_.staged = NowNs();
+  driver::ScopedContext bind(ctx.cu());
+  VYRE_RETURN_IF_ERROR(bind.status(what));
+  CUstream stream = ctx.stream();
+  bool timed = (plan_.flags & VYRE_DISPATCH_FLAG_DEVICE_TIMING) || TraceOn();
+  if (timed) {
+    VYRE_RETURN_IF_ERROR(start_.Acquire(&ctx.events(), /*timing=*/true, what));
+    VYRE_RETURN_IF_ERROR(end_.Acquire(&ctx.events(), /*timing=*/true, what));
+    VYRE_CU(what, cuEventRecord, start_.get(), stream);
+    device_work_pending_ = true;
+  }
+  if (cached_params) {
+    VYRE_RETURN_IF_ERROR(UseParamCache(cache, what));
+  } else if (plan_.h2d_prefix_bytes > 0) {
+    device_work_pending_ = true;
+    VYRE_CU(what, cuMemcpyHtoDAsync, device_slab_.device(), pinned_slab_.host(),
+            plan_.h2d_prefix_bytes, stream);
+    ctx.telemetry().h2d_operations.Add();
+    ctx.telemetry().h2d_bytes.Add(plan_.h2d_prefix_bytes);
+  }
+  VYRE_RETURN_IF_ERROR(EnqueueLargeInputs(what));
+  VYRE_RETURN_IF_ERROR(EnqueueOutputZeroing(what));
+  VYRE_RETURN_IF_ERROR(Launch(what));
+  VYRE_RETURN_IF_ERROR(EnqueueReadbacks(what));
+  if (timed) VYRE_CU(what, cuEventRecord, end_.get(), stream);
+  if (!synchronous_) {
+    VYRE_RETURN_IF_ERROR(done_.Acquire(&ctx.events(), /*timing=*/false, what));
+    VYRE_CU(what, cuEventRecord, done_.get(), stream);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status PendingDispatch::StageOnHost(bool cached_params, const char* what) {
+  Context& ctx = context();
   if (plan_.device_slab_bytes > (cached_params ? plan_.h2d_prefix_bytes : 0)) {
     VYRE_ASSIGN_OR_RETURN(device_slab_, ctx.device_pool().Acquire(plan_.device_slab_bytes, what));
   }
@@ -125,27 +151,12 @@ absl::Status PendingDispatch::EnqueueLocked(const char* what) {
       std::memset(pinned_slab_.host() + b.pinned_offset, 0, b.bytes);
     }
   }
+  return absl::OkStatus();
+}
 
-  if (host_timing_) stages_.staged = NowNs();
-  driver::ScopedContext bind(ctx.cu());
-  VYRE_RETURN_IF_ERROR(bind.status(what));
-  CUstream stream = ctx.stream();
-  bool timed = (plan_.flags & VYRE_DISPATCH_FLAG_DEVICE_TIMING) || TraceOn();
-  if (timed) {
-    VYRE_RETURN_IF_ERROR(start_.Acquire(&ctx.events(), /*timing=*/true, what));
-    VYRE_RETURN_IF_ERROR(end_.Acquire(&ctx.events(), /*timing=*/true, what));
-    VYRE_CU(what, cuEventRecord, start_.get(), stream);
-    device_work_pending_ = true;
-  }
-  if (cached_params) {
-    VYRE_RETURN_IF_ERROR(UseParamCache(cache, what));
-  } else if (plan_.h2d_prefix_bytes > 0) {
-    device_work_pending_ = true;
-    VYRE_CU(what, cuMemcpyHtoDAsync, device_slab_.device(), pinned_slab_.host(),
-            plan_.h2d_prefix_bytes, stream);
-    t.h2d_operations.Add();
-    t.h2d_bytes.Add(plan_.h2d_prefix_bytes);
-  }
+absl::Status PendingDispatch::EnqueueLargeInputs(const char* what) {
+  Context& ctx = context();
+  Telemetry& t = ctx.telemetry();
   for (PlannedBinding& b : plan_.bindings) {
     if (!b.host || b.staged) continue;
     if (b.decl->writes()) b.output_region = HostMemory().Find(b.host_output, b.bytes);
@@ -154,32 +165,32 @@ absl::Status PendingDispatch::EnqueueLocked(const char* what) {
     const CUdeviceptr target = device_slab_.device() + b.device_offset;
     b.input_region = HostMemory().Find(b.host_input, b.bytes);
     if (b.input_region) {
-      VYRE_CU(what, cuMemcpyHtoDAsync, target, b.host_input, b.bytes, stream);
+      VYRE_CU(what, cuMemcpyHtoDAsync, target, b.host_input, b.bytes, ctx.stream());
       t.h2d_operations.Add();
       t.h2d_bytes.Add(b.bytes);
     } else {
-      VYRE_RETURN_IF_ERROR(ctx.staging().ToDevice(target, b.host_input, b.bytes, stream, what));
+      VYRE_RETURN_IF_ERROR(
+          ctx.staging().ToDevice(target, b.host_input, b.bytes, ctx.stream(), what));
     }
   }
+  return absl::OkStatus();
+}
+
+absl::Status PendingDispatch::EnqueueOutputZeroing(const char* what) {
+  Context& ctx = context();
+  Telemetry& t = ctx.telemetry();
   if (plan_.output_region_bytes > 0) {
     device_work_pending_ = true;
     VYRE_CU(what, cuMemsetD8Async, device_slab_.device() + plan_.output_region_offset, 0,
-            plan_.output_region_bytes, stream);
+            plan_.output_region_bytes, ctx.stream());
     t.memset_operations.Add();
   }
   for (const PlannedBinding& b : plan_.bindings) {
     if (!b.host && b.decl->role == VYRE_ROLE_OUTPUT) {
       device_work_pending_ = true;
-      VYRE_CU(what, cuMemsetD8Async, b.buffer->device() + b.offset, 0, b.bytes, stream);
+      VYRE_CU(what, cuMemsetD8Async, b.buffer->device() + b.offset, 0, b.bytes, ctx.stream());
       t.memset_operations.Add();
     }
-  }
-  VYRE_RETURN_IF_ERROR(Launch(what));
-  VYRE_RETURN_IF_ERROR(EnqueueReadbacks(what));
-  if (timed) VYRE_CU(what, cuEventRecord, end_.get(), stream);
-  if (!synchronous_) {
-    VYRE_RETURN_IF_ERROR(done_.Acquire(&ctx.events(), /*timing=*/false, what));
-    VYRE_CU(what, cuEventRecord, done_.get(), stream);
   }
   return absl::OkStatus();
 }
@@ -273,9 +284,8 @@ absl::Status PendingDispatch::EnqueueReadbacks(const char* what) {
   return absl::OkStatus();
 }
 
-absl::Status PendingDispatch::Poll(const char* what) {
-  auto lock = Lock();
-  if (state_ == State::kWaited || !device_work_pending_) return absl::OkStatus();
+absl::Status PendingDispatch::PollInFlight(const char* what) {
+  if (!device_work_pending_) return absl::OkStatus();
   driver::ScopedContext bind(context().cu());
   VYRE_RETURN_IF_ERROR(bind.status(what));
   VYRE_RETURN_IF_ERROR(
@@ -300,26 +310,15 @@ absl::Status PendingDispatch::AwaitDevice(uint64_t timeout_ns, const char* what)
                     absl::StrFormat("the dispatch of '%s'", program_->entry()));
 }
 
-absl::Status PendingDispatch::Wait(uint64_t timeout_ns, const char* what) {
-  auto lock = Lock();
-  if (state_ == State::kWaited) {
-    return Errorf(VYRE_STATUS_INVALID_STATE,
-                  "%s: this dispatch was already waited on. Fix: wait on a pending dispatch "
-                  "once; read its timing with vyre_pending_timing and release it with "
-                  "vyre_pending_release.",
-                  what);
-  }
-  if (state_ != State::kInFlight) {
-    return Errorf(VYRE_STATUS_INVALID_STATE,
-                  "%s: the dispatch was never enqueued. Fix: wait only on handles returned by "
-                  "vyre_dispatch_async.",
-                  what);
-  }
+absl::Status PendingDispatch::WaitInFlight(uint64_t timeout_ns, const char* what,
+                                           bool* settled) {
   const int64_t wait_start = host_timing_ ? NowNs() : 0;
+  *settled = false;
   driver::ScopedContext bind(context().cu());
   VYRE_RETURN_IF_ERROR(bind.status(what));
   absl::Status status = AwaitDevice(timeout_ns, what);
   if (PublicCode(status) == VYRE_STATUS_TIMEOUT) return status;
+  *settled = true;
   if (host_timing_) stages_.completed = NowNs();
   if (status.ok()) status = Finish(what);
   if (host_timing_) {
@@ -328,30 +327,24 @@ absl::Status PendingDispatch::Wait(uint64_t timeout_ns, const char* what) {
     timing_.wait_ns = static_cast<uint64_t>(end - wait_start);
     timing_.wall_ns = static_cast<uint64_t>(end - started_ns_);
   }
-  state_ = State::kWaited;
-  if (TraceOn()) {
-    auto us = [](int64_t from, int64_t to) { return to > from ? (to - from) / 1e3 : 0.0; };
-    Logf(VYRE_LOG_TRACE,
-         "dispatch '%s': plan %.1f us, stage %.1f us, enqueue %.1f us, wait %.1f us, "
-         "read-back %.1f us, device %.1f us, wall %.1f us",
-         program_->entry(), us(started_ns_, stages_.planned), us(stages_.planned, stages_.staged),
-         us(stages_.staged, stages_.enqueued), us(wait_start, stages_.completed),
-         us(stages_.completed, stages_.read_back), timing_.device_ns / 1e3,
-         timing_.wall_ns / 1e3);
-  }
-  ReleaseResources();
+  if (TraceOn()) LogStages(wait_start);
   return status;
+}
+
+void PendingDispatch::LogStages(int64_t wait_start) const {
+  auto us = [](int64_t from, int64_t to) { return to > from ? (to - from) / 1e3 : 0.0; };
+  Logf(VYRE_LOG_TRACE,
+       "dispatch '%s': plan %.1f us, stage %.1f us, enqueue %.1f us, wait %.1f us, "
+       "read-back %.1f us, device %.1f us, wall %.1f us",
+       program_->entry(), us(started_ns_, stages_.planned), us(stages_.planned, stages_.staged),
+       us(stages_.staged, stages_.enqueued), us(wait_start, stages_.completed),
+       us(stages_.completed, stages_.read_back), timing_.device_ns / 1e3, timing_.wall_ns / 1e3);
 }
 
 absl::Status PendingDispatch::Finish(const char* what) {
   device_work_pending_ = false;
   Context& ctx = context();
-  if (start_ && end_) {
-    float ms = 0;
-    if (driver::Api().cuEventElapsedTime(&ms, start_.get(), end_.get()) == CUDA_SUCCESS) {
-      timing_.device_ns = static_cast<uint64_t>(static_cast<double>(ms) * 1e6);
-    }
-  }
+  ReadDeviceTime();
   // Large outputs in pageable memory were left on the device (an async call
   // returns without blocking on them); fetch them now through the ring.
   for (const PlannedBinding& b : plan_.bindings) {
@@ -372,45 +365,23 @@ absl::Status PendingDispatch::Finish(const char* what) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<vyre_timing> PendingDispatch::Timing(const char* what) {
-  auto lock = Lock();
-  if (state_ != State::kWaited) {
-    return Errorf(VYRE_STATUS_INVALID_STATE,
-                  "%s: timing is known only after the dispatch is waited on. Fix: call "
-                  "vyre_pending_wait first.",
-                  what);
-  }
-  return timing_;
-}
-
 void PendingDispatch::Recycle(std::shared_ptr<PendingWork> self) {
   if (synchronous_ || !program_) return;
-  std::shared_ptr<Context> ctx = program_->context_ref();
-  ctx->RecyclePending(std::static_pointer_cast<PendingDispatch>(std::move(self)));
+  // Held past Detach: the program keeps the pool, and this may be the last
+  // reference to it.
+  std::shared_ptr<Program> program = program_;
+  if (self.use_count() != 1) return;
+  Detach();
+  if (!program->context().open()) return;
+  // The same object and owner, typed: `self` is this object.
+  std::shared_ptr<PendingDispatch> kept(self, this);
+  self.reset();
+  program->recycled_dispatches().Put(std::move(kept));
 }
 
-absl::Status PendingDispatch::Abandon(const char* what) {
-  auto lock = Lock();
-  absl::Status status;
-  if (state_ == State::kInFlight && device_work_pending_ && done_) {
-    // Never waited on: what its device work met would go with the handle.
-    driver::ScopedContext bind(context().cu(), driver::ScopedContext::Purpose::kRelease);
-    CUresult r = driver::Api().cuEventSynchronize(done_.get());
-    if (r == CUDA_SUCCESS) {
-      device_work_pending_ = false;  // done_ follows all of the dispatch's work
-    } else {
-      status = driver::CuError(
-          r,
-          absl::StrFormat("%s: the dispatch of '%s' (released without a wait)", what,
-                          program_->entry()),
-          "cuEventSynchronize",
-          "nothing is left to do for this handle (it is released); wait on pending work "
-          "(vyre_pending_wait) before releasing it to see its errors where they happen, and "
-          "check the driver and the device if they recur");
-    }
-  }
-  ReleaseResources();
-  return status;
+absl::Status PendingDispatch::AbandonInFlight(const char* what) {
+  // Never waited on: what its device work met would go with the handle.
+  return AwaitAbandoned(absl::StrFormat("the dispatch of '%s'", program_->entry()), what);
 }
 
 }  // namespace vyre

@@ -340,4 +340,10 @@ Program::~Program() {
   }
 }
 
+HandleRegistry<Program>& Programs() {
+  static auto* registry =
+      new HandleRegistry<Program>(HandleType::kProgram, ReleaseRank::kPrograms);
+  return *registry;
+}
+
 }  // namespace vyre

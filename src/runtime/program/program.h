@@ -7,16 +7,20 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include <mutex>
+#include "base/handle_registry.h"
 #include "runtime/context/context.h"
+#include "runtime/dispatch/recycle_pool.h"
 #include "runtime/program/module_cache.h"
 #include "vyre_cuda.h"
 
 namespace vyre {
+
+class PendingDispatch;
 
 struct BindingDecl {
   vyre_binding_role role;
@@ -54,6 +58,8 @@ class Program {
   uint32_t max_threads_per_block() const { return max_threads_per_block_; }
   uint64_t handle() const { return handle_; }
   void set_handle(uint64_t bits) { handle_ = bits; }
+  // Released asynchronous dispatches of this program, kept for reuse.
+  RecyclePool<PendingDispatch>& recycled_dispatches() { return recycled_dispatches_; }
 
   // Parameter words of dispatches without staged host data live in a small
   // per-program device block that is rewritten only when the words change.
@@ -85,6 +91,7 @@ class Program {
   uint64_t handle_ = 0;
   bool counted_ = false;  // in live_programs
   mutable ParamCache param_cache_;
+  RecyclePool<PendingDispatch> recycled_dispatches_;
 };
 
 // Checks that `dynamic_bytes` of dynamic shared memory fit next to the
@@ -96,6 +103,9 @@ absl::Status CheckSharedMemory(const char* what, uint64_t dynamic_bytes, const P
 // Checks a block shape against the device and the kernel's own limit.
 absl::Status CheckBlockShape(const char* what, const uint32_t block[3],
                              const vyre_device_info& device, uint32_t kernel_max_threads);
+
+// The process-wide table of program handles.
+HandleRegistry<Program>& Programs();
 
 }  // namespace vyre
 

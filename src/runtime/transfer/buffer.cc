@@ -269,4 +269,11 @@ absl::Status Buffer::Download(const vyre_download_range* ranges, size_t count,
   return absl::OkStatus();
 }
 
+HandleRegistry<Buffer>& Buffers() {
+  // A buffer its closing context removes is freed as vyre_buffer_free would.
+  static auto* registry = new HandleRegistry<Buffer>(HandleType::kBuffer, ReleaseRank::kMemory,
+                                                     [](Buffer& b) { b.MarkFreed(); });
+  return *registry;
+}
+
 }  // namespace vyre

@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "absl/status/statusor.h"
+#include "base/handle_registry.h"
 #include "runtime/context/context.h"
 #include "vyre_cuda.h"
 
@@ -66,6 +67,9 @@ class Buffer {
 // and one DMA); larger ones let the driver copy from pageable memory, which
 // on the H100 machine beat a single-threaded staging memcpy at 1 MiB.
 constexpr uint64_t kStagedCopyLimit = uint64_t{256} << 10;
+
+// The process-wide table of buffer handles.
+HandleRegistry<Buffer>& Buffers();
 
 }  // namespace vyre
 

@@ -93,7 +93,7 @@ absl::StatusOr<void*> HostRegions::Allocate(std::shared_ptr<Context> context, ui
   VYRE_ASSIGN_OR_RETURN(std::shared_ptr<HostRegion> region,
                         HostRegion::Allocate(std::move(context), bytes, what));
   const uintptr_t begin = region->begin();
-  VYRE_RETURN_IF_ERROR(ctx.Adopt(HandleType::kHostMemory, begin, what));
+  VYRE_RETURN_IF_ERROR(ctx.Adopt(*this, begin, what));
   std::lock_guard lock(mu_);
   // Fresh pinned memory cannot overlap a live region: the driver handed it out.
   regions_[begin] = std::move(region);
@@ -131,7 +131,7 @@ absl::Status HostRegions::Register(std::shared_ptr<Context> context, void* point
   }
   VYRE_ASSIGN_OR_RETURN(std::shared_ptr<HostRegion> region,
                         HostRegion::Register(std::move(context), pointer, bytes, what));
-  VYRE_RETURN_IF_ERROR(ctx.Adopt(HandleType::kHostMemory, begin, what));
+  VYRE_RETURN_IF_ERROR(ctx.Adopt(*this, begin, what));
   regions_[begin] = std::move(region);
   count_.store(regions_.size(), std::memory_order_release);
   return absl::OkStatus();
@@ -165,13 +165,13 @@ absl::Status HostRegions::Release(void* pointer, HostRegion::Kind kind, const ch
     count_.store(regions_.size(), std::memory_order_release);
   }
   driver::ReleaseReport::NoteContext(region->context().cu());
-  region->context().Disown(HandleType::kHostMemory, region->begin());
+  region->context().Disown(*this, region->begin());
   // Freed here, or by the last pending dispatch that still uses it.
   region.reset();
   return absl::OkStatus();
 }
 
-void HostRegions::ReleaseOwned(uintptr_t begin) {
+void HostRegions::ReleaseOwned(uint64_t begin) {
   std::shared_ptr<HostRegion> region;
   std::lock_guard lock(mu_);
   auto it = regions_.find(begin);

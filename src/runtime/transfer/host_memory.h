@@ -17,6 +17,7 @@
 #include <mutex>
 
 #include "absl/status/statusor.h"
+#include "base/handle_registry.h"
 #include "runtime/context/context.h"
 
 namespace vyre {
@@ -50,7 +51,9 @@ class HostRegion {
   uint64_t bytes_;
 };
 
-class HostRegions {
+// The regions are owned by their contexts like handles: a closing context
+// hands each back here (OwnedHandleTable), named by its start address.
+class HostRegions final : public OwnedHandleTable {
  public:
   // Makes and records a region; fails if it would overlap a known one.
   absl::StatusOr<void*> Allocate(std::shared_ptr<Context> context, uint64_t bytes,
@@ -60,8 +63,9 @@ class HostRegions {
   // vyre_host_free / vyre_host_unregister: `pointer` must be a region's start
   // and of the kind named.
   absl::Status Release(void* pointer, HostRegion::Kind kind, const char* what);
-  // When the owning context is destroyed.
-  void ReleaseOwned(uintptr_t begin);
+  ReleaseRank release_rank() const override { return ReleaseRank::kMemory; }
+  // When the owning context is destroyed: `begin` is the region's start.
+  void ReleaseOwned(uint64_t begin) override;
 
   // The region holding all of [pointer, pointer + bytes), or null. Costs one
   // atomic load while no region exists.
