@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <string>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "base/status.h"
@@ -48,6 +49,22 @@ constexpr char kFixMps[] =
 constexpr char kFixModuleContents[] =
     "correct the kernel code the driver refused (the JIT log, when there is one, follows this "
     "line; all of it: vyre_last_error_log)";
+
+// A launch the tests' fake CUDA driver refused because it does not run the
+// kernel (TakeFakeDriverRefusedKernel).
+constexpr char kFixFakeDriverKernel[] =
+    "the fake CUDA driver that VYRE_CUDA_DRIVER_LIBRARY loads runs only the test kernels listed "
+    "in docs/ENGINE_CONTRACT.md, \"Test kernels\" (source: tests/support/test_kernels.cu), and "
+    "the library's self-test; run this kernel on a real GPU (unset VYRE_CUDA_DRIVER_LIBRARY)";
+constexpr char kFixFakeDriverEgraph[] =
+    "the fake CUDA driver that VYRE_CUDA_DRIVER_LIBRARY loads creates GPU e-graph images but runs "
+    "none of the e-graph pass and rebuild kernels: rebuild on a real GPU (unset "
+    "VYRE_CUDA_DRIVER_LIBRARY), or use a CPU image (VYRE_EGRAPH_DEVICE_CPU)";
+
+bool IsLaunchCall(absl::string_view call) {
+  return call == "cuLaunchKernel" || call == "cuLaunchCooperativeKernel" ||
+         call == "cuGraphLaunch";
+}
 
 #define VYRE_R(code, name, status, cause, fix) \
   CuResultInfo { code, #name, VYRE_STATUS_##status, cause, fix }
@@ -393,6 +410,17 @@ absl::Status CuError(CUresult result, absl::string_view what, absl::string_view 
                      absl::string_view fix) {
   const char* description = CuResultDescription(result);
   vyre_status status = StatusForCuResult(result);
+  std::string refusal;
+  if (result == CUDA_ERROR_NOT_SUPPORTED && IsLaunchCall(call)) {
+    // The tests' fake driver refuses a kernel it does not run; on any other
+    // driver (or for an injected result) no kernel name comes back.
+    const std::string kernel = TakeFakeDriverRefusedKernel();
+    if (!kernel.empty()) {
+      refusal = absl::StrCat("the fake CUDA driver does not run kernel '", kernel, "'");
+      description = refusal.c_str();
+      fix = absl::StartsWith(kernel, "vyre_eg_") ? kFixFakeDriverEgraph : kFixFakeDriverKernel;
+    }
+  }
   std::string fault_fix;
   if (IsStickyResult(result)) {
     // The caller's Fix is about its own call; after a fault only one helps.

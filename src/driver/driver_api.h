@@ -8,6 +8,7 @@
 #include <cuda.h>
 
 #include <cstdint>
+#include <string>
 
 #include "absl/status/status.h"
 
@@ -119,6 +120,15 @@ inline const DriverApi& Api() { return internal::g_table; }
 int DeviceCount();
 // cuDriverGetVersion() of the loaded driver.
 int DriverVersion();
+
+// On the fake CUDA driver of the tests (tests/support/fake_driver, loaded
+// through VYRE_CUDA_DRIVER_LIBRARY; it exports fake_cuda_take_refused_kernel),
+// a launch of a kernel the fake does not run fails with
+// CUDA_ERROR_NOT_SUPPORTED. This returns that kernel's name when the calling
+// thread's last launch call (cuLaunchKernel, cuLaunchCooperativeKernel,
+// cuGraphLaunch) was such a refusal, and forgets it; "" on any other driver,
+// and for every other failure.
+std::string TakeFakeDriverRefusedKernel();
 
 // Test seam: the live table, so tests can wrap entries. Not thread-safe
 // against concurrent driver calls; swap entries only while idle.

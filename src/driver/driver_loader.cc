@@ -26,12 +26,16 @@ constexpr const char* kEntryNames[] = {
 
 using GetProcAddressFn = CUresult(CUDAAPI*)(const char*, void**, int, cuuint64_t,
                                             CUdriverProcAddressQueryResult*);
+// The fake driver's fake_cuda_take_refused_kernel (tests/support/fake_driver).
+using TakeRefusedKernelFn = size_t (*)(char* name, size_t size);
 
 struct LoadedDriver {
   absl::once_flag once;
   absl::Status status;
   DriverApi& api = internal::g_table;
   void* library = nullptr;  // kept open for the life of the process
+  // Set only on the tests' fake driver, which exports it.
+  TakeRefusedKernelFn take_refused_kernel = nullptr;
   int device_count = 0;
   int driver_version = 0;
 };
@@ -116,6 +120,10 @@ absl::Status Load(LoadedDriver& d) {
                                   "full path."));
   }
   path = LoadedPath(d.library, path);
+  // The tests' fake driver refuses kernels it does not run; the library
+  // asks it which one, to say so (CuError). No real driver exports this.
+  d.take_refused_kernel =
+      reinterpret_cast<TakeRefusedKernelFn>(dlsym(d.library, "fake_cuda_take_refused_kernel"));
   auto get_proc = reinterpret_cast<GetProcAddressFn>(dlsym(d.library, "cuGetProcAddress_v2"));
   if (get_proc == nullptr) {
     bool is_cuda = dlsym(d.library, "cuInit") != nullptr;
@@ -208,6 +216,16 @@ absl::Status EnsureLoaded() {
   LoadedDriver& d = Loaded();
   absl::call_once(d.once, [&d] { d.status = Load(d); });
   return d.status;
+}
+
+std::string TakeFakeDriverRefusedKernel() {
+  const TakeRefusedKernelFn take = Loaded().take_refused_kernel;
+  if (take == nullptr) return std::string();
+  char name[4096];
+  const size_t length = take(name, sizeof name);
+  if (length == 0) return std::string();
+  // A longer name comes back cut; the message shortens long names anyway.
+  return std::string(name, strnlen(name, sizeof name));
 }
 
 DriverApi& MutableApiForTesting() { return internal::g_table; }

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "absl/strings/string_view.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -36,7 +37,37 @@ absl::StatusOr<std::shared_ptr<LoadedModule>> ModuleCache::GetOrLoad(
   return it->second;
 }
 
-std::string ModuleCache::LoadFix(CUresult result, bool has_log) const {
+namespace {
+
+// CUDA C++ handed over as PTX (the default code kind) fails in the PTX JIT
+// with a log about the first C++ token; the Fix must name the code kind, in
+// every binding's words. PTX never holds these C++ spellings (its directives
+// are `.entry`, `.extern`, `.version`).
+absl::string_view CudaSourceMarker(absl::string_view code) {
+  for (absl::string_view marker : {"__global__", "extern \"C\"", "#include"}) {
+    if (absl::StrContains(code, marker)) return marker;
+  }
+  return {};
+}
+
+bool IsCodeRefusal(CUresult result) {
+  return result == CUDA_ERROR_INVALID_PTX || result == CUDA_ERROR_INVALID_SOURCE ||
+         result == CUDA_ERROR_INVALID_IMAGE || result == CUDA_ERROR_UNSUPPORTED_PTX_VERSION;
+}
+
+}  // namespace
+
+std::string ModuleCache::LoadFix(const ModuleKey& key, CUresult result, bool has_log) const {
+  if (key.kind == VYRE_CODE_PTX && IsCodeRefusal(result)) {
+    absl::string_view marker = CudaSourceMarker(key.code);
+    if (!marker.empty() && !absl::StrContains(key.code, ".version")) {
+      return absl::StrCat(
+          "this code is CUDA C++ (it has ", marker,
+          "), not PTX: create the program with code kind VYRE_CODE_CUDA_SOURCE (Python: "
+          "code_kind=CodeKind.CUDA_SOURCE; Rust: Code::CudaSource; Go: "
+          "vyrecuda.CodeCUDASource), which compiles it with NVRTC");
+    }
+  }
   const int cc = cc_major_ * 10 + cc_minor_;
   switch (static_cast<int>(result)) {
     case CUDA_ERROR_INVALID_PTX:
@@ -111,7 +142,7 @@ absl::StatusOr<std::shared_ptr<LoadedModule>> ModuleCache::Load(const ModuleKey&
     // long log never pushes the Fix out of reach.
     absl::Status error = driver::CuError(
         r, absl::StrCat(what, ": loading the ", kind_name, " module for entry '", entry, "'"),
-        "cuModuleLoadDataEx", LoadFix(r, !log.empty()));
+        "cuModuleLoadDataEx", LoadFix(key, r, !log.empty()));
     return WithLog(error, log);
   }
   return std::make_shared<LoadedModule>(context_, std::move(module));

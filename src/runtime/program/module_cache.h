@@ -76,7 +76,7 @@ class ModuleCache {
                                                      const char* what);
   // The Fix for a failed cuModuleLoadDataEx, fitting its cause (empty: the
   // CUresult table's Fix).
-  std::string LoadFix(CUresult result, bool has_log) const;
+  std::string LoadFix(const ModuleKey& key, CUresult result, bool has_log) const;
 
   const CUcontext context_;
   const int cc_major_, cc_minor_;

@@ -63,6 +63,7 @@ CUresult fake_cuStreamBeginCapture(CUstream stream, CUstreamCaptureMode mode) {
   if (s->capture) {
     return Misuse(CUDA_ERROR_ILLEGAL_STATE, "cuStreamBeginCapture on a stream already capturing");
   }
+  s->ended_invalidated = false;
   s->capture = std::make_unique<FakeCapture>();
   s->capture->graph = std::make_unique<FakeGraph>();
   s->capture->mode = mode;
@@ -77,6 +78,14 @@ CUresult fake_cuStreamEndCapture(CUstream stream, CUgraph* graph) {
   if (CUresult r = CheckStream(stream, "cuStreamEndCapture")) return r;
   if (graph == nullptr) return Misuse(CUDA_ERROR_INVALID_VALUE, "cuStreamEndCapture: NULL graph");
   FakeStream* s = FindStream(stream);
+  if (s != nullptr && !s->capture && s->ended_invalidated) {
+    // Ending again a capture that just ended invalidated: the engine makes
+    // sure the capture is off (src/graph/capture.cc), which a real driver
+    // answers so, and which is no misuse.
+    s->ended_invalidated = false;
+    *graph = nullptr;
+    return CUDA_ERROR_ILLEGAL_STATE;
+  }
   if (s == nullptr || !s->capture) {
     return Misuse(CUDA_ERROR_ILLEGAL_STATE, "cuStreamEndCapture on a stream that is not capturing");
   }
@@ -88,6 +97,7 @@ CUresult fake_cuStreamEndCapture(CUstream stream, CUgraph* graph) {
   std::unique_ptr<FakeCapture> capture = std::move(s->capture);
   if (capture->invalidated) {
     *graph = nullptr;  // the partial graph dies with `capture`
+    s->ended_invalidated = true;
     return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
   }
   FakeGraph* g = capture->graph.get();

@@ -8,13 +8,22 @@
 // entry point through cuGetProcAddress_v2, which maps the unversioned API
 // names to the fake_* functions of this folder (entry_points.h). Device
 // memory is malloc'd (device pointers are host addresses), streams are
-// synchronous (every copy, memset and kernel runs at once), and the kernels
-// named in docs/ENGINE_CONTRACT.md run on the host (vyre_test_add_u32,
-// vyre_test_inc_u32, vyre_test_saxpy_f32, the library's
-// vyre_selftest_add_u32, and vyre_test_probe_params, which records its
-// arguments); launches of any other kernel do nothing. Modules may be PTX
-// text (entries found after ".entry"), cubins (ELF FUNC symbols marked as
-// CUDA entries) or fatbins holding either, uncompressed.
+// synchronous (every copy, memset and kernel runs at once), and the test
+// kernels named in docs/ENGINE_CONTRACT.md (tests/support/test_kernels.cu)
+// run on the host: vyre_test_add_u32, vyre_test_inc_u32, vyre_test_saxpy_f32,
+// vyre_test_noop_out_u32 (which touches nothing), vyre_test_probe_params
+// (which records its arguments), the library's vyre_selftest_add_u32 and the
+// examples' vyre_example_add_u32. The library's kernels that create a GPU
+// e-graph image are accepted without running (kernels.cc). A launch of any
+// other kernel, live, deferred, captured or as a graph's kernel node, is
+// refused with CUDA_ERROR_NOT_SUPPORTED (and a line on stderr), so a test of
+// a kernel the fake cannot run fails instead of passing on nothing; the
+// library names it through fake_cuda_take_refused_kernel and gives a Fix
+// that says so. Modules may be PTX text (entries found after ".entry"; text
+// that has entries but does not start with a .version directive is refused
+// with CUDA_ERROR_INVALID_PTX and a ptxas-like log, as the real JIT refuses
+// what is not PTX), cubins (ELF FUNC symbols marked as CUDA entries) or
+// fatbins holding either, uncompressed.
 //
 // Misuse the real driver would reject (no current context, pointers outside
 // any allocation, unknown handles, double frees) is rejected here too, printed
@@ -22,7 +31,8 @@
 // the engine never does it.
 //
 // Test controls (fake_cuda_control.h): fake_cuda_get_stats, fake_cuda_set_hold,
-// fake_cuda_inject_fault, fake_cuda_inject_latent_fault.
+// fake_cuda_inject_fault, fake_cuda_inject_latent_fault. For the library:
+// fake_cuda_take_refused_kernel (below).
 // Environment:
 //   FAKE_CUDA_MODE          unset/"ok" normal; "no_device": cuInit says
 //                           CUDA_ERROR_NO_DEVICE; "old": driver version 11080;
@@ -46,6 +56,7 @@
 
 #include "entry_points.h"
 #include "fake_cuda_control.h"
+#include "kernels.h"
 #include "state.h"
 
 #define FAKE_EXPORT extern "C" __attribute__((visibility("default")))
@@ -198,6 +209,16 @@ FAKE_EXPORT void fake_cuda_inject_latent_fault(int cu_result) {
   Lock lock(S().mu);
   S().armed_fault = static_cast<CUresult>(cu_result);
   S().armed_latent = true;
+}
+
+// For the library (src/driver/driver_loader.cc), which also takes this
+// export as the sign that it runs on this fake: if the calling thread's last
+// cuLaunchKernel, cuLaunchCooperativeKernel or cuGraphLaunch returned
+// CUDA_ERROR_NOT_SUPPORTED because the fake does not know the kernel, copies
+// the kernel's name into `name` (NUL-terminated, cut to `size`), forgets it
+// and returns its length + 1; otherwise returns 0.
+FAKE_EXPORT size_t fake_cuda_take_refused_kernel(char* name, size_t size) {
+  return fake_driver::TakeRefusedKernel(name, size);
 }
 
 FAKE_EXPORT void fake_cuda_set_hold(int hold) {

@@ -93,11 +93,19 @@ CUresult fake_cuGraphUpload(CUgraphExec exec, CUstream stream) {
 }
 
 CUresult fake_cuGraphLaunch(CUgraphExec exec, CUstream stream) {
+  ClearRefusedKernel();
   Lock lock(S().mu);
   if (CUresult r = RequireContext("cuGraphLaunch", kEnqueue)) return r;
   if (S().latent != CUDA_SUCCESS) return CUDA_SUCCESS;  // a latent fault: accepted, dropped
   FakeGraphExec* x = FindGraphExec(exec);
   if (CUresult r = CheckGraphLaunch(x, exec, stream, "cuGraphLaunch")) return r;
+  // A kernel node of a kernel the fake does not know refuses the whole launch
+  // before any node runs. (Captures refuse such launches already; this
+  // guards graphs made any other way.)
+  for (const FakeGraphNode& n : x->nodes) {
+    if (n.op != NodeOp::kKernel) continue;
+    if (CUresult r = KernelRefusal(n.kernel, "cuGraphLaunch")) return r;
+  }
   FlushDeferred();
   fake_cuda_stats& st = S().stats;
   ++st.graph_launches;

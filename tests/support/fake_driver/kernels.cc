@@ -1,8 +1,11 @@
-// The kernels named in docs/ENGINE_CONTRACT.md, run on the host (other
-// kernels do nothing), and the launch every live or graph kernel goes through.
+// The kernels the fake knows (the test kernels named in
+// docs/ENGINE_CONTRACT.md and tests/support/test_kernels.cu, run on the host,
+// and the library's own), the refusal of every other kernel, and the launch
+// every live or graph kernel goes through.
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -89,7 +92,7 @@ CUresult RunSaxpyF32(const char* name, const KernelArgs& args, uint64_t threads)
 }
 
 // (u64 a, const void* b, u32 c, const u32* d): records a, b, c and d[0].
-CUresult RunProbeParams(const char* name, const KernelArgs& args) {
+CUresult RunProbeParams(const char* name, const KernelArgs& args, uint64_t /*threads*/) {
   uint64_t a;
   CUdeviceptr b, d;
   uint32_t c;
@@ -107,23 +110,92 @@ CUresult RunProbeParams(const char* name, const KernelArgs& args) {
   return CUDA_SUCCESS;
 }
 
-// The vector adds: the tests', the self-test's and the examples'
-// (examples/vector_add_ptx.h, so their happy paths run on this driver too).
-bool IsAddU32(const std::string& name) {
-  return name == "vyre_test_add_u32" || name == "vyre_selftest_add_u32" ||
-         name == "vyre_example_add_u32";
+// (u32* out, const u32* params): writes nothing, reads nothing. Its
+// arguments are not read either: tests give it any binding set.
+CUresult RunNoop(const char* /*name*/, const KernelArgs& /*args*/, uint64_t /*threads*/) {
+  return CUDA_SUCCESS;
 }
+
+using KernelBody = CUresult (*)(const char* name, const KernelArgs& args, uint64_t threads);
+
+struct KnownKernel {
+  const char* name;
+  // Runs the kernel on the host; null: accepted without running (below).
+  KernelBody body;
+  // The argument sizes a graph's kernel node keeps (none: it keeps no
+  // arguments, for kernels that read none).
+  size_t param_sizes[4];
+  size_t param_count;
+};
+
+// Every kernel the fake accepts. Any other kernel is refused at launch
+// (KernelRefusal): a test of it on the fake would pass while computing nothing.
+constexpr KnownKernel kKnownKernels[] = {
+    // The test kernels (docs/ENGINE_CONTRACT.md, "Test kernels";
+    // tests/support/test_kernels.cu, tests/kernels/*.ptx).
+    {"vyre_test_add_u32", RunAddU32, {8, 8, 8, 8}, 4},
+    {"vyre_test_inc_u32", RunIncU32, {8, 8}, 2},
+    {"vyre_test_saxpy_f32", RunSaxpyF32, {4, 8, 8, 8}, 4},
+    {"vyre_test_noop_out_u32", RunNoop, {}, 0},
+    {"vyre_test_probe_params", RunProbeParams, {8, 8, 4, 8}, 4},
+    // The library's self-test and the examples' vector add
+    // (examples/vector_add_ptx.h, so their happy paths run on this driver too).
+    {"vyre_selftest_add_u32", RunAddU32, {8, 8, 8, 8}, 4},
+    {"vyre_example_add_u32", RunAddU32, {8, 8, 8, 8}, 4},
+    // The kernels with which the library creates a GPU e-graph image:
+    // accepted and not run, so image creation, reads, writes and releases can
+    // be tested here. The image holds its uploaded columns; what these
+    // kernels compute (row signatures the caller did not give, the
+    // union-find, the row records) is not computed. The pass and rebuild
+    // kernels are refused like any other: their results need a GPU.
+    {"vyre_eg_signatures", nullptr, {}, 0},
+    {"vyre_eg_init_parent", nullptr, {}, 0},
+    {"vyre_eg_pack_rows", nullptr, {}, 0},
+};
+
+const KnownKernel* FindKnownKernel(const std::string& name) {
+  for (const KnownKernel& k : kKnownKernels) {
+    if (name == k.name) return &k;
+  }
+  return nullptr;
+}
+
+// The calling thread's last refused launch: the kernel's name, until
+// fake_cuda_take_refused_kernel takes it or the thread's next launch call.
+thread_local std::string refused_kernel;
 
 }  // namespace
 
-// The argument sizes of the kernels that run on the host; other kernels do
-// nothing, so a graph keeps no arguments for them.
+void ClearRefusedKernel() { refused_kernel.clear(); }
+
+CUresult KernelRefusal(const std::string& name, const char* fn) {
+  if (FindKnownKernel(name) != nullptr) return CUDA_SUCCESS;
+  refused_kernel = name;
+  std::fprintf(stderr,
+               "fake CUDA driver: %s: kernel %s refused: this fake driver runs only the test "
+               "kernels of docs/ENGINE_CONTRACT.md; run it on a real GPU\n",
+               fn, name.c_str());
+  return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+size_t TakeRefusedKernel(char* name, size_t size) {
+  if (refused_kernel.empty()) return 0;
+  const size_t length = refused_kernel.size();
+  if (name != nullptr && size > 0) {
+    const size_t copied = std::min(length, size - 1);
+    std::memcpy(name, refused_kernel.data(), copied);
+    name[copied] = '\0';
+  }
+  refused_kernel.clear();
+  return length + 1;
+}
+
+// The argument sizes of the kernels that run on the host, as a graph's
+// kernel node keeps them; none for the kernels that read no arguments.
 std::vector<size_t> KernelParamSizes(const std::string& name) {
-  if (IsAddU32(name)) return {8, 8, 8, 8};
-  if (name == "vyre_test_inc_u32") return {8, 8};
-  if (name == "vyre_test_saxpy_f32") return {4, 8, 8, 8};
-  if (name == "vyre_test_probe_params") return {8, 8, 4, 8};
-  return {};
+  const KnownKernel* k = FindKnownKernel(name);
+  if (k == nullptr) return {};
+  return std::vector<size_t>(k->param_sizes, k->param_sizes + k->param_count);
 }
 
 // Copies a launch's argument values into a packed buffer (the layout of a
@@ -147,11 +219,9 @@ CUresult PackKernelArgs(const std::string& name, const KernelArgs& args,
 namespace {
 
 CUresult RunKernel(const std::string& name, const KernelArgs& args, uint64_t threads) {
-  if (IsAddU32(name)) return RunAddU32(name.c_str(), args, threads);
-  if (name == "vyre_test_inc_u32") return RunIncU32(name.c_str(), args, threads);
-  if (name == "vyre_test_saxpy_f32") return RunSaxpyF32(name.c_str(), args, threads);
-  if (name == "vyre_test_probe_params") return RunProbeParams(name.c_str(), args);
-  return CUDA_SUCCESS;  // other kernels do nothing
+  const KnownKernel* k = FindKnownKernel(name);
+  if (k == nullptr || k->body == nullptr) return CUDA_SUCCESS;  // refused before, or not run
+  return k->body(name.c_str(), args, threads);
 }
 
 }  // namespace

@@ -67,6 +67,15 @@ std::vector<size_t> KernelParamSizes(const std::string& name);
 CUresult PackKernelArgs(const std::string& name, const KernelArgs& args,
                         std::vector<unsigned char>* packed);
 CUresult CheckLaunchShape(const FakeFunction& f, const LaunchShape& shape);
+// CUDA_ERROR_NOT_SUPPORTED for a kernel the fake does not know (neither a
+// test kernel it runs nor one of the library's it accepts), noting its name
+// for TakeRefusedKernel and on stderr; CUDA_SUCCESS otherwise. `fn` is the
+// entry point refusing it.
+CUresult KernelRefusal(const std::string& name, const char* fn);
+// Forgets the calling thread's last refusal (each launch call starts so).
+void ClearRefusedKernel();
+// fake_cuda_take_refused_kernel: the calling thread's last refused kernel.
+size_t TakeRefusedKernel(char* name, size_t size);
 CUresult RunLaunch(const std::string& name, const LaunchShape& shape, const KernelArgs& args,
                    bool cooperative);
 

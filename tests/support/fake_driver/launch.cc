@@ -1,5 +1,6 @@
 // cuLaunchKernel and cuLaunchCooperativeKernel: a launch runs at once, is
-// deferred (FAKE_CUDA_DEFER_ALL) or becomes a node of the stream's capture.
+// deferred (FAKE_CUDA_DEFER_ALL) or becomes a node of the stream's capture;
+// a launch of a kernel the fake does not know is refused (KernelRefusal).
 #include <memory>
 #include <utility>
 
@@ -29,6 +30,9 @@ CUresult LaunchOrCapture(const char* fn, CUfunction function, const LaunchShape&
   }
   KernelArgs args(params, extra);
   if (!args.present()) return Misuse(CUDA_ERROR_INVALID_VALUE, "%s: no kernel parameters", fn);
+  // A kernel the fake does not run is refused, live, deferred or captured
+  // (the capture is then invalidated, as by any failed launch in it).
+  if (CUresult r = KernelRefusal(f->name, fn)) return r;
   if (capture == nullptr && !(S().defer_all && !cooperative)) {
     FlushDeferred();
     return RunLaunch(f->name, shape, args, cooperative);
@@ -51,6 +55,7 @@ CUresult LaunchOrCapture(const char* fn, CUfunction function, const LaunchShape&
 
 CUresult Launch(const char* fn, CUfunction function, const LaunchShape& shape, CUstream stream,
                 void** params, void** extra, bool cooperative) {
+  ClearRefusedKernel();
   Lock lock(S().mu);
   if (CUresult r = RequireContext(fn, kEnqueue)) return r;
   if (S().latent != CUDA_SUCCESS) return CUDA_SUCCESS;  // a latent fault: accepted, dropped

@@ -2,6 +2,7 @@
 // symbols marked as CUDA entries in a cubin, and both inside a fatbin.
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <string>
 #include <string_view>
@@ -182,6 +183,50 @@ std::vector<std::string> FatbinEntryNames(const unsigned char* fatbin) {
 }
 
 }  // namespace
+
+// PTX starts, after blank space and comments, with its .version directive;
+// the real JIT refuses anything else at its first token.
+std::string PtxStartError(const char* text) {
+  size_t line = 1;
+  const char* p = text;
+  for (;;) {
+    if (*p == '\n') ++line;
+    if (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n') {
+      ++p;
+    } else if (p[0] == '/' && p[1] == '/') {
+      while (*p != '\0' && *p != '\n') ++p;
+    } else if (p[0] == '/' && p[1] == '*') {
+      const char* end = std::strstr(p + 2, "*/");
+      if (end == nullptr) end = p + std::strlen(p) - 2;
+      for (const char* q = p; q < end; ++q) line += *q == '\n';
+      p = end + 2;
+    } else {
+      break;
+    }
+  }
+  auto is_token = [](char c) {
+    return c > ' ' && c < 0x7F && std::strchr("(){};,\"'", c) == nullptr;
+  };
+  std::string token;
+  for (const char* q = p; is_token(*q) && token.size() < 40; ++q) token += *q;
+  if (token == ".version") return {};
+  std::string where = "fake ptxas: application ptx input, line " + std::to_string(line) +
+                      "; fatal   : ";
+  std::string why;
+  if (*p == '\0') {
+    why = "Missing .version directive at start of file";
+  } else if (token.empty()) {
+    char byte[8];
+    std::snprintf(byte, sizeof byte, (*p > ' ' && *p < 0x7F) ? "%c" : "\\x%02X",
+                  static_cast<unsigned char>(*p));
+    why = std::string("Parsing error near '") + byte + "': syntax error";
+  } else if (token[0] == '.') {
+    why = "Missing .version directive at start of file, found '" + token + "'";
+  } else {
+    why = "Parsing error near '" + token + "': syntax error";
+  }
+  return where + why + "\nfake ptxas: fatal   : Ptx assembly aborted due to errors";
+}
 
 // The kernel entries of a module image: PTX text, a cubin or a fatbin.
 std::vector<std::string> ModuleEntryNames(const void* image) {

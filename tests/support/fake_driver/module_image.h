@@ -12,6 +12,10 @@ bool IsElf(const unsigned char* image);
 bool IsFatbin(const unsigned char* image);
 // The kernel entries of a module image: PTX text, a cubin or a fatbin.
 std::vector<std::string> ModuleEntryNames(const void* image);
+// For NUL-terminated PTX text: empty when its first statement (after blank
+// space and comments) is the .version directive, else a ptxas-like JIT log
+// of the refusal (CUDA C++ given as PTX, say, fails at its first token).
+std::string PtxStartError(const char* text);
 
 }  // namespace fake_driver
 

@@ -82,6 +82,16 @@ CUresult fake_cuModuleLoadDataEx(CUmodule* module, const void* image, unsigned i
     WriteJitErrorLog(count, options, values, "fake ptxas: no .entry found");
     return CUDA_ERROR_INVALID_PTX;
   }
+  // Text with entries that is still not PTX (no .version first): refused at
+  // its first token, as the real JIT does.
+  if (!IsElf(static_cast<const unsigned char*>(image)) &&
+      !IsFatbin(static_cast<const unsigned char*>(image))) {
+    const std::string log = PtxStartError(static_cast<const char*>(image));
+    if (!log.empty()) {
+      WriteJitErrorLog(count, options, values, log.c_str());
+      return CUDA_ERROR_INVALID_PTX;
+    }
+  }
   auto* m = new FakeModule{std::move(names), ++S().module_serial};
   // PTX text holding "fake-static-shared-bytes: <n>": every kernel of the
   // module declares n bytes of static shared memory.

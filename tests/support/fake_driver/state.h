@@ -108,6 +108,10 @@ struct FakeCapture {
 struct FakeStream {
   unsigned flags = 0;
   std::unique_ptr<FakeCapture> capture;  // set while capturing
+  // The last cuStreamEndCapture ended an invalidated capture: one more
+  // cuStreamEndCapture (the engine's check that the capture is off) answers
+  // CUDA_ERROR_ILLEGAL_STATE without counting as misuse.
+  bool ended_invalidated = false;
 };
 struct FakeEvent {
   unsigned flags = 0;
