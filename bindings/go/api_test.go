@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"runtime"
 	"strings"
 	"sync"
@@ -12,9 +13,9 @@ import (
 	"testing"
 	"time"
 
-	vc "vyrecuda"
-	"vyrecuda/internal/fakedriver"
-	"vyrecuda/internal/testkernels"
+	vc "vyre.dev/cuda/bindings/go"
+	"vyre.dev/cuda/bindings/go/internal/fakedriver"
+	"vyre.dev/cuda/bindings/go/internal/testkernels"
 )
 
 // ---------------------------------------------------------------------------
@@ -1039,6 +1040,41 @@ func TestCUDASourceThroughNVRTC(t *testing.T) {
 	if !strings.Contains(e.Log, "undeclared_identifier_xyz") || !strings.Contains(e.Message, "undeclared_identifier_xyz") {
 		t.Fatalf("the NVRTC log is missing: %v / %q", e, e.Log)
 	}
+	assertNoMisuse(t)
+}
+
+// CUDA C++ passed with the default code kind (PTX) fails in the PTX JIT; the
+// library's Fix names the code kind in every binding's words, this
+// package's as vyrecuda.CodeCUDASource. Doing what the Fix says works.
+func TestCUDASourceAsPTXNamesTheGoCodeKind(t *testing.T) {
+	ctx := testContext(t)
+	_, err := ctx.NewProgram(vc.ProgramDesc{Code: []byte(addSource), Entry: testkernels.AddEntry,
+		Bindings: addBindings()})
+	e := wantError(t, err, vc.StatusCompileFailed, "CUDA C++ as PTX")
+	// The spelling a Go user types: the package's name and the constant's.
+	const goName = "vyrecuda.CodeCUDASource"
+	if !strings.Contains(e.Message, goName) || !strings.Contains(e.Fix(), goName) {
+		t.Fatalf("the Fix does not name %s (the Go code kind): %q", goName, e.Message)
+	}
+	if got := reflect.TypeOf(vc.CodeCUDASource).String(); got != "vyrecuda.CodeKind" {
+		t.Fatalf("the code kind's type is %s: update the library's Fix (src/runtime/program/module_cache.cc)", got)
+	}
+	add, err := ctx.NewProgram(vc.ProgramDesc{Kind: vc.CodeCUDASource, Code: []byte(addSource),
+		Entry: testkernels.AddEntry, Bindings: addBindings()})
+	if errors.Is(err, vc.StatusNVRTCUnavailable) {
+		wantError(t, err, vc.StatusNVRTCUnavailable, "NVRTC")
+		t.Logf("NVRTC unavailable here, so the Fix's code kind is not tried: %v", err)
+		return
+	}
+	must(t, err, "the program with the Fix's code kind")
+	defer add.Close()
+	const n = 1000
+	r := newRng(12)
+	a, b := r.u32s(n), r.u32s(n)
+	out := make([]uint32, n)
+	_, err = add.Dispatch(addDispatch(a, b, out))
+	must(t, err, "dispatch")
+	checkSum(t, a, b, out, "CUDA C++ with the Fix's code kind")
 	assertNoMisuse(t)
 }
 

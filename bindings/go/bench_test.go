@@ -3,8 +3,8 @@ package vyrecuda_test
 import (
 	"testing"
 
-	vc "vyrecuda"
-	"vyrecuda/internal/testkernels"
+	vc "vyre.dev/cuda/bindings/go"
+	"vyre.dev/cuda/bindings/go/internal/testkernels"
 )
 
 // Per-call cost of the bindings for a 4 KiB vector add (1024 u32), resident

@@ -1,6 +1,12 @@
 package vyrecuda
 
 /*
+// The header: the checkout's include/ (this folder is bindings/go of a
+// vyre-cuda checkout). CGO_CFLAGS comes first on the compiler's line, so
+// CGO_CFLAGS=-I<prefix>/include picks an installed header instead.
+// The library: CGO_LDFLAGS="-L<dir> -Wl,-rpath,<dir>" names the folder of
+// libvyre_cuda.so (README.md: "Building a program that uses it").
+#cgo CFLAGS: -I${SRCDIR}/../../include
 #cgo LDFLAGS: -lvyre_cuda
 #include "shim.h"
 */

@@ -4,6 +4,12 @@
 // (VYRE_CUDA_DRIVER_LIBRARY overrides libcuda.so.1), so without one every
 // call that needs it returns an error with StatusNoDriver and a Fix.
 //
+//	import vyrecuda "vyre.dev/cuda/bindings/go"
+//
+// README.md (in this folder) says how a module depends on this one, where
+// cgo finds the header and the library, and where the library is found at
+// run time.
+//
 //	ctx, err := vyrecuda.NewContext(0)
 //	if err != nil { return err }
 //	defer ctx.Close()

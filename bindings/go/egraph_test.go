@@ -7,7 +7,7 @@ import (
 	"sort"
 	"testing"
 
-	vc "vyrecuda"
+	vc "vyre.dev/cuda/bindings/go"
 )
 
 const (

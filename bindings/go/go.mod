@@ -1,3 +1,3 @@
-module vyrecuda
+module vyre.dev/cuda/bindings/go
 
 go 1.19

@@ -16,9 +16,9 @@ import (
 	"strings"
 	"testing"
 
-	vc "vyrecuda"
-	"vyrecuda/internal/fakedriver"
-	"vyrecuda/internal/testkernels"
+	vc "vyre.dev/cuda/bindings/go"
+	"vyre.dev/cuda/bindings/go/internal/fakedriver"
+	"vyre.dev/cuda/bindings/go/internal/testkernels"
 )
 
 func fake() bool { return os.Getenv("VYRE_CUDA_TEST_FAKE_DRIVER") == "1" }

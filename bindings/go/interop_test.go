@@ -11,9 +11,9 @@ import (
 	"testing"
 	"unsafe"
 
-	vc "vyrecuda"
-	"vyrecuda/internal/fakedriver"
-	"vyrecuda/internal/rawdriver"
+	vc "vyre.dev/cuda/bindings/go"
+	"vyre.dev/cuda/bindings/go/internal/fakedriver"
+	"vyre.dev/cuda/bindings/go/internal/rawdriver"
 )
 
 func rawAlloc(t *testing.T, bytes uint64) uint64 {

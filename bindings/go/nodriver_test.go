@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	vc "vyrecuda"
+	vc "vyre.dev/cuda/bindings/go"
 )
 
 // childEnv marks the re-executed test binary that runs without a driver.

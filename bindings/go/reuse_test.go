@@ -6,7 +6,7 @@ import (
 	"sync"
 	"testing"
 
-	vc "vyrecuda"
+	vc "vyre.dev/cuda/bindings/go"
 )
 
 // Synchronous dispatches reuse their C descriptor memory (call arenas) from

@@ -10,19 +10,21 @@
 // is timed alone after the warm-up calls; one line per case,
 // "OVERHEAD {json}" with the median, p10 and p90 in microseconds. Results are
 // checked element by element before and after timing. Exit codes: 1 = an
-// error or a wrong element, 2 = no usable CUDA driver.
+// error or a wrong element, 2 = no usable CUDA driver (none, one too old, or
+// no device).
 package main
 
 import (
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"sort"
 	"time"
 
-	vc "vyrecuda"
-	"vyrecuda/internal/testkernels"
+	vc "vyre.dev/cuda/bindings/go"
+	"vyre.dev/cuda/bindings/go/internal/testkernels"
 )
 
 const n = 1024
@@ -36,8 +38,9 @@ func main() {
 	}
 	if err := run(*iterations, *warmup); err != nil {
 		fmt.Fprintln(os.Stderr, "bench_overhead:", err)
-		if _, ok := err.(*vc.Error); ok {
-			os.Exit(2)
+		if errors.Is(err, vc.StatusNoDriver) || errors.Is(err, vc.StatusDriverTooOld) ||
+			errors.Is(err, vc.StatusNoDevice) {
+			os.Exit(2) // this machine cannot run CUDA work
 		}
 		os.Exit(1)
 	}

@@ -4,17 +4,19 @@
 //
 //	go run ./examples/graph_replay [N]
 //
-// Every replay's output is checked element by element; exits 1 on a wrong
-// element, 2 on a library error (printed with its Fix).
+// Every replay's output is checked element by element. Exits 1 on an error
+// or a wrong element, 2 when this machine cannot run CUDA work (no driver, a
+// driver too old, no device); a library error prints its message and Fix.
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
 
-	vc "vyrecuda"
-	"vyrecuda/internal/testkernels"
+	vc "vyre.dev/cuda/bindings/go"
+	"vyre.dev/cuda/bindings/go/internal/testkernels"
 )
 
 func main() {
@@ -29,8 +31,9 @@ func main() {
 	}
 	if err := run(n); err != nil {
 		fmt.Fprintln(os.Stderr, "graph_replay:", err)
-		if _, ok := err.(*vc.Error); ok {
-			os.Exit(2)
+		if errors.Is(err, vc.StatusNoDriver) || errors.Is(err, vc.StatusDriverTooOld) ||
+			errors.Is(err, vc.StatusNoDevice) {
+			os.Exit(2) // this machine cannot run CUDA work
 		}
 		os.Exit(1)
 	}

@@ -11,17 +11,20 @@
 // bits), binding 0 = x, binding 1 = y, Scalars[1] = n. A Triton kernel with
 // unused scratch pointers would add ParamNullPointer entries. x and y live
 // in pinned memory, so the asynchronous dispatch copies them by DMA in
-// place and writes y there when it is waited on. Exits 1 on a wrong element.
+// place and writes y there when it is waited on. Exits 1 on an error or a
+// wrong element, 2 when this machine cannot run CUDA work (no driver, a
+// driver too old, no device); a library error prints its message and Fix.
 package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
 
-	vc "vyrecuda"
-	"vyrecuda/internal/testkernels"
+	vc "vyre.dev/cuda/bindings/go"
+	"vyre.dev/cuda/bindings/go/internal/testkernels"
 )
 
 func main() {
@@ -36,8 +39,9 @@ func main() {
 	}
 	if err := run(n); err != nil {
 		fmt.Fprintln(os.Stderr, "triton_saxpy:", err)
-		if _, ok := err.(*vc.Error); ok {
-			os.Exit(2)
+		if errors.Is(err, vc.StatusNoDriver) || errors.Is(err, vc.StatusDriverTooOld) ||
+			errors.Is(err, vc.StatusNoDevice) {
+			os.Exit(2) // this machine cannot run CUDA work
 		}
 		os.Exit(1)
 	}

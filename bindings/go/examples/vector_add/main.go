@@ -4,19 +4,21 @@
 //
 //	go run ./examples/vector_add [N]
 //
-// Without a usable CUDA driver it prints the library's message, with its
-// Fix, and exits with code 2; a wrong element exits with code 1.
+// Without a usable CUDA driver (none, one too old, or no device) it prints
+// the library's message, with its Fix, and exits with code 2; any other
+// error or a wrong element exits with code 1.
 package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
 	"time"
 
-	vc "vyrecuda"
-	"vyrecuda/internal/testkernels"
+	vc "vyre.dev/cuda/bindings/go"
+	"vyre.dev/cuda/bindings/go/internal/testkernels"
 )
 
 func main() {
@@ -31,8 +33,9 @@ func main() {
 	}
 	if err := run(n); err != nil {
 		fmt.Fprintln(os.Stderr, "vector_add:", err)
-		if _, ok := err.(*vc.Error); ok {
-			os.Exit(2)
+		if errors.Is(err, vc.StatusNoDriver) || errors.Is(err, vc.StatusDriverTooOld) ||
+			errors.Is(err, vc.StatusNoDevice) {
+			os.Exit(2) // this machine cannot run CUDA work
 		}
 		os.Exit(1)
 	}
