@@ -9,10 +9,16 @@ set -euo pipefail
 # abigail-tools: abidiff for the abi.abidiff test (scripts/abi-baseline.sh).
 # dpkg-dev: dpkg-source, which unpacks Debian's Abseil source for the
 # self-contained library (scripts/fetch-abseil-source.sh).
+# rustc-web and cargo-web: the Rust bindings' toolchain (bindings/rust/
+# run-tests.sh checks it is these): Rust 1.85 in bookworm, newer from its
+# security updates, installed as /usr/bin/rustc and /usr/bin/cargo. The
+# crates need Rust 1.77; Debian 12's rustc and cargo packages (1.63), which
+# these two replace, are too old.
 packages=(cmake ninja-build g++ pkg-config ccache python3
           libabsl-dev libgtest-dev libcli11-dev nlohmann-json3-dev
           clang libclang-rt-14-dev
-          golang-go abigail-tools dpkg-dev)
+          golang-go abigail-tools dpkg-dev
+          rustc-web cargo-web)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -1,104 +1,128 @@
-//! Finds libvyre_cuda for the linker, in this order:
-//!  1. `VYRE_CUDA_LIB_DIR`: a directory holding libvyre_cuda.so (a CMake
-//!     build's `build/<preset>/src`, or an install's lib directory);
-//!  2. `pkg-config --libs vyre_cuda` (the vyre_cuda.pc that `cmake --install`
-//!     writes), run as a command: no crate from a registry is needed;
-//!  3. otherwise the build fails with a message saying how to fix it.
+//! Finds libvyre_cuda at build time, to remember where it is: the crate does
+//! not link it, it loads it at run time (src/loader.rs), first from
+//! `$VYRE_CUDA_LIBRARY`, then from the file found here, then as
+//! `libvyre_cuda.so.0` through the dynamic loader's search. Looked for, in
+//! this order:
+//!  1. `VYRE_CUDA_LIB_DIR`: an absolute path to a directory holding
+//!     libvyre_cuda.so.0 (or libvyre_cuda.so): a CMake build's
+//!     `build/<preset>/src`, an install's lib directory, or the Python
+//!     package's `vyre_cuda/_lib`. Set but wrong, the build fails with a Fix;
+//!  2. the `libdir` of `pkg-config vyre_cuda` (the vyre_cuda.pc that
+//!     `cmake --install` writes), run as a command: no registry crate;
+//!  3. otherwise none is remembered (a warning says so) and the program
+//!     needs `VYRE_CUDA_LIBRARY` or an installed library at run time.
 //!
-//! The directory found is passed on to dependent build scripts as
-//! `DEP_VYRE_CUDA_LIB_DIR` (the vyre-cuda crate puts it in the run path of its
-//! tests and examples), and put in the run path of this crate's own tests.
-//! `VYRE_CUDA_NO_RPATH=1` leaves the run path alone (the loader then needs
-//! LD_LIBRARY_PATH or an installed library).
+//! The file found is compiled into the crate as `BUILD_LIBRARY`
+//! (`VYRE_CUDA_SYS_BUILD_LIBRARY`) and passed on to dependent build scripts
+//! as `DEP_VYRE_CUDA_LIBRARY` and `DEP_VYRE_CUDA_LIB_DIR`.
 
 use std::env;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+const NAMES: [&str; 2] = ["libvyre_cuda.so.0", "libvyre_cuda.so"];
+
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
-    for var in [
-        "VYRE_CUDA_LIB_DIR",
-        "VYRE_CUDA_NO_RPATH",
-        "PKG_CONFIG_PATH",
-        "PKG_CONFIG",
-    ] {
+    for var in ["VYRE_CUDA_LIB_DIR", "PKG_CONFIG_PATH", "PKG_CONFIG"] {
         println!("cargo:rerun-if-env-changed={var}");
     }
 
-    let dirs = match env::var_os("VYRE_CUDA_LIB_DIR").filter(|v| !v.is_empty()) {
+    let library = match env::var_os("VYRE_CUDA_LIB_DIR").filter(|v| !v.is_empty()) {
         Some(dir) => {
             let dir = PathBuf::from(dir);
-            if !has_library(&dir) {
+            if !dir.is_absolute() {
                 fail(&format!(
-                    "VYRE_CUDA_LIB_DIR={} holds no libvyre_cuda.so. Fix: point it at the \
-                     directory holding libvyre_cuda.so (after `cmake --build --preset cpu` that \
-                     is build/cpu/src), or unset it to use pkg-config.",
+                    "VYRE_CUDA_LIB_DIR={} is a relative path. Fix: give the absolute path of \
+                     the directory holding libvyre_cuda.so.0 (after `cmake --build --preset cpu` \
+                     that is <repo>/build/cpu/src).",
                     dir.display()
                 ));
             }
-            vec![dir]
+            match library_in(&dir) {
+                Some(file) => Some(file),
+                None => fail(&format!(
+                    "VYRE_CUDA_LIB_DIR={} holds no libvyre_cuda.so.0. Fix: point it at the \
+                     directory holding libvyre_cuda.so.0 (after `cmake --build --preset cpu` that \
+                     is <repo>/build/cpu/src; an install's lib directory; the Python package's \
+                     vyre_cuda/_lib), or unset it to use pkg-config.",
+                    dir.display()
+                )),
+            }
         }
-        None => match pkg_config() {
-            Ok(dirs) => dirs,
-            Err(why) => fail(&format!(
-                "libvyre_cuda was not found: VYRE_CUDA_LIB_DIR is not set and {why}. Fix: set \
-                 VYRE_CUDA_LIB_DIR to the directory holding libvyre_cuda.so (after `cmake \
-                 --build --preset cpu` that is build/cpu/src), or install vyre-cuda (`cmake \
-                 --install`) and put its lib/pkgconfig directory on PKG_CONFIG_PATH."
-            )),
+        None => match pkg_config_libdir() {
+            Ok(dir) => match library_in(&dir) {
+                Some(file) => Some(file),
+                None => {
+                    warn(&format!(
+                        "pkg-config's libdir of vyre_cuda, {}, holds no libvyre_cuda.so.0; \
+                         none is remembered",
+                        dir.display()
+                    ));
+                    None
+                }
+            },
+            Err(why) => {
+                warn(&format!(
+                    "libvyre_cuda was not found at build time (VYRE_CUDA_LIB_DIR is not set and \
+                     {why}): the program will load libvyre_cuda.so.0 from VYRE_CUDA_LIBRARY or \
+                     the dynamic loader's search path. Fix: set VYRE_CUDA_LIB_DIR to the \
+                     directory holding libvyre_cuda.so.0 (after `cmake --build --preset cpu` \
+                     that is <repo>/build/cpu/src), or install vyre-cuda (`cmake --install`) \
+                     where pkg-config finds its vyre_cuda.pc"
+                ));
+                None
+            }
         },
     };
 
-    for dir in &dirs {
-        println!("cargo:rustc-link-search=native={}", dir.display());
-    }
-    println!("cargo:rustc-link-lib=dylib=vyre_cuda");
-    if let Some(first) = dirs.first() {
-        // DEP_VYRE_CUDA_LIB_DIR for dependents' build scripts.
-        println!("cargo:lib_dir={}", first.display());
-        if env::var_os("VYRE_CUDA_NO_RPATH").map_or(true, |v| v != "1") {
-            println!("cargo:rustc-link-arg=-Wl,-rpath,{}", first.display());
+    if let Some(file) = library {
+        println!(
+            "cargo:rustc-env=VYRE_CUDA_SYS_BUILD_LIBRARY={}",
+            file.display()
+        );
+        // DEP_VYRE_CUDA_LIBRARY and DEP_VYRE_CUDA_LIB_DIR for dependents'
+        // build scripts.
+        println!("cargo:library={}", file.display());
+        if let Some(dir) = file.parent() {
+            println!("cargo:lib_dir={}", dir.display());
         }
     }
 }
 
-fn has_library(dir: &Path) -> bool {
-    dir.join("libvyre_cuda.so").exists()
+/// dir/libvyre_cuda.so.0 (else dir/libvyre_cuda.so), the directory made
+/// canonical, the file name kept (a build's .so.0 is a link that survives a
+/// rebuild of another patch version).
+fn library_in(dir: &Path) -> Option<PathBuf> {
+    let dir = std::fs::canonicalize(dir).ok()?;
+    NAMES.iter().map(|n| dir.join(n)).find(|f| f.exists())
 }
 
-/// The -L directories `pkg-config --libs vyre_cuda` names that hold the library.
-fn pkg_config() -> Result<Vec<PathBuf>, String> {
+/// `pkg-config --variable=libdir vyre_cuda`.
+fn pkg_config_libdir() -> Result<PathBuf, String> {
     let program = env::var("PKG_CONFIG").unwrap_or_else(|_| "pkg-config".to_string());
     let output = Command::new(&program)
-        .args(["--libs", "vyre_cuda"])
+        .args(["--print-errors", "--variable=libdir", "vyre_cuda"])
         .output()
         .map_err(|e| format!("`{program}` could not be run ({e})"))?;
-    if !output.status.success() {
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        return Err(format!(
-            "`{program} --libs vyre_cuda` failed ({})",
-            stderr.trim()
-        ));
-    }
     let stdout = String::from_utf8_lossy(&output.stdout);
-    let dirs: Vec<PathBuf> = stdout
-        .split_whitespace()
-        .filter_map(|flag| flag.strip_prefix("-L"))
-        .map(PathBuf::from)
-        .collect();
-    let found: Vec<PathBuf> = dirs.iter().filter(|d| has_library(d)).cloned().collect();
-    if found.is_empty() && !dirs.is_empty() {
+    if !output.status.success() || stdout.trim().is_empty() {
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let why = stderr.lines().next().unwrap_or("").trim();
         return Err(format!(
-            "`{program} --libs vyre_cuda` names {} but none holds libvyre_cuda.so",
-            dirs.iter()
-                .map(|d| d.display().to_string())
-                .collect::<Vec<_>>()
-                .join(", ")
+            "`{program} --variable=libdir vyre_cuda` failed{}",
+            if why.is_empty() {
+                String::new()
+            } else {
+                format!(" ({why})")
+            }
         ));
     }
-    // No -L at all: the library is in a system directory the linker searches.
-    Ok(found)
+    Ok(PathBuf::from(stdout.trim()))
+}
+
+fn warn(message: &str) {
+    println!("cargo:warning={message}");
 }
 
 fn fail(message: &str) -> ! {

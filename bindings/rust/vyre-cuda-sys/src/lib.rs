@@ -12,10 +12,22 @@
 //! the library adds later is then still representable). Descriptor structs
 //! implement `Default` as their `VYRE_*_INIT` macro does (`struct_size` set).
 //!
+//! The functions are not linked: the library is loaded at run time (dlopen)
+//! on the first call, from `$VYRE_CUDA_LIBRARY`, else the file the build
+//! script found (`$VYRE_CUDA_LIB_DIR`, else `pkg-config`; see
+//! [`BUILD_LIBRARY`]), else `libvyre_cuda.so.0` through the dynamic loader's
+//! search. So a program using this crate, directly or through `vyre-cuda`,
+//! starts without a run path or `LD_LIBRARY_PATH`. [`load`] loads it and
+//! says which file it loaded, or why none could be (a message ending in a
+//! "Fix:" sentence); the functions panic with that message instead.
+//!
 //! Use the `vyre-cuda` crate for a safe API.
 
 #![allow(non_camel_case_types)]
-#![no_std]
+
+#[macro_use]
+mod loader;
+pub use loader::{load, BUILD_LIBRARY, LIBRARY_SONAME};
 
 use core::ffi::{c_char, c_void};
 use core::mem::size_of;
@@ -821,7 +833,10 @@ impl Default for vyre_egraph_rebuild_desc {
 // Functions (in the header's order)
 // ---------------------------------------------------------------------------
 
-extern "C" {
+// Each is a `pub unsafe fn` of the C function's name and signature that calls
+// the library loaded at run time (see `load`); the list reads like an extern
+// block, and the tests parse it as one.
+functions! {
     // Version, status and errors
     pub fn vyre_version() -> u32;
     pub fn vyre_status_name(status: vyre_status) -> *const c_char;

@@ -1,7 +1,9 @@
 //! Checks the hand-written declarations of this crate against
 //! include/vyre_cuda.h (or `$VYRE_CUDA_INCLUDE_DIR/vyre_cuda.h`):
 //!  - every `VYRE_API` function is declared in src/lib.rs with the same
-//!    parameter count, parameter types and return type, and links;
+//!    parameter count, parameter types and return type, and resolves in the
+//!    library the loader loads (from the file the build script found, when
+//!    VYRE_CUDA_LIBRARY is not set);
 //!  - every enumerator and `#define`d constant has the header's value;
 //!  - every struct has the C compiler's size, alignment, field names in
 //!    order, field offsets and sizes, and its `Default` equals the
@@ -157,12 +159,13 @@ fn rust_type(ty: &str) -> String {
     )
 }
 
-/// The functions declared in this crate's extern block, read from its source.
+/// The functions declared in this crate's `functions!` list (written like an
+/// extern block), read from its source.
 fn rust_functions() -> BTreeMap<String, Function> {
     // Embedded at compile time, so the test binary also runs where the
     // source tree is elsewhere (staged for the GPU machine).
     let source = strip_comments(include_str!("../src/lib.rs"));
-    let block = &source[source.find("extern \"C\" {").expect("no extern block")..];
+    let block = &source[source.find("functions! {").expect("no functions! list")..];
     let mut out = BTreeMap::new();
     for piece in block.split("pub fn ").skip(1) {
         let open = piece.find('(').unwrap();
@@ -212,8 +215,8 @@ fn every_header_function_is_declared_with_its_types() {
     }
 }
 
-/// Every function by address: the test does not link unless the library
-/// exports them all.
+/// Every function by address (each a wrapper calling through the table the
+/// loader fills).
 macro_rules! addresses {
     ($($f:ident),* $(,)?) => {
         vec![$((stringify!($f), sys::$f as *const () as usize)),*]
@@ -221,7 +224,18 @@ macro_rules! addresses {
 }
 
 #[test]
-fn every_function_links() {
+fn every_function_resolves() {
+    // load() resolves every function of the list or fails naming the first
+    // one missing, and checks the major version.
+    let path = sys::load().unwrap_or_else(|why| panic!("{why}"));
+    eprintln!("loaded {path}");
+    if std::env::var_os("VYRE_CUDA_LIBRARY").map_or(true, |v| v.is_empty()) {
+        if let Some(built) = sys::BUILD_LIBRARY {
+            // Without VYRE_CUDA_LIBRARY, the file the build script found.
+            let built = std::fs::canonicalize(built).unwrap();
+            assert_eq!(std::path::Path::new(path), built, "the library loaded");
+        }
+    }
     let linked = addresses!(
         vyre_version,
         vyre_status_name,

@@ -8,8 +8,9 @@
 //! host: inputs from host memory, the sum written back to host memory. Each
 //! call is timed alone (Instant) after the warm-up calls; one line per case,
 //! "OVERHEAD {json}" with the median, p10 and p90 in microseconds. Results are
-//! checked element by element before and after timing; exits non-zero on a
-//! wrong element.
+//! checked element by element before and after timing. Exits 0, 2 (with the
+//! library's message and Fix) when this machine has no usable driver or
+//! device, or 1 on any other error or a wrong element.
 
 mod common;
 
@@ -20,7 +21,11 @@ use vyre_cuda::{Arg, Binding, Code, Context, Dispatch, Program};
 
 const N: usize = 1024;
 
-fn main() -> Result<(), Box<dyn std::error::Error>> {
+fn main() {
+    common::main("bench_overhead", run)
+}
+
+fn run() -> Result<(), Box<dyn std::error::Error>> {
     let (mut iterations, mut warmup) = (20_000usize, 2_000usize);
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {

@@ -56,6 +56,7 @@ impl DeviceInfo {
 /// The number of CUDA devices (loads the driver on first use; without one
 /// this is [`Status::NoDriver`]).
 pub fn device_count() -> Result<u32> {
+    crate::error::library_loaded("vyre_device_count")?;
     let mut count = 0u32;
     // SAFETY: a valid out-pointer.
     check(
@@ -67,6 +68,7 @@ pub fn device_count() -> Result<u32> {
 
 /// Describes device `ordinal`.
 pub fn device_info(ordinal: u32) -> Result<DeviceInfo> {
+    crate::error::library_loaded("vyre_device_info_get")?;
     let mut info = sys::vyre_device_info::default();
     // SAFETY: struct_size is set; a valid out-pointer.
     check(
@@ -215,6 +217,7 @@ impl Context {
     }
 
     pub fn with_options(options: &ContextOptions) -> Result<Context> {
+        crate::error::library_loaded("vyre_context_create")?;
         let (major, minor, patch) = crate::version();
         if major != crate::VERSION_MAJOR {
             return Err(Error::usage(

@@ -202,6 +202,7 @@ impl EgraphImage {
 
     fn create(ctx: Option<&Context>, c: &EgraphColumns<'_>, threads: u32) -> Result<EgraphImage> {
         const CALL: &str = "EgraphImage::new";
+        crate::error::library_loaded("vyre_egraph_image_create")?;
         let rows = c.row_classes.len();
         for (name, len) in [
             ("row_ops", c.row_ops.len()),

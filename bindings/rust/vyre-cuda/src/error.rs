@@ -33,9 +33,16 @@ pub enum Status {
     /// The device faulted: drop every [`Context`](crate::Context) of that
     /// device (and what they own) and create a new one.
     DeviceFault,
+    /// libvyre_cuda itself could not be loaded (these bindings' status, never
+    /// the library's; raw value [`LIBRARY_NOT_LOADED`]): the message says
+    /// where it was looked for, and its Fix how to point at it.
+    LibraryNotLoaded,
     /// A status newer than these bindings.
     Other(u32),
 }
+
+/// The raw value of [`Status::LibraryNotLoaded`], outside the library's range.
+pub const LIBRARY_NOT_LOADED: sys::vyre_status = u32::MAX;
 
 impl Status {
     /// The status for a raw `vyre_status`; `None` for OK.
@@ -64,6 +71,7 @@ impl Status {
             sys::VYRE_STATUS_INTERNAL => Internal,
             sys::VYRE_STATUS_SHAPE_MISMATCH => ShapeMismatch,
             sys::VYRE_STATUS_DEVICE_FAULT => DeviceFault,
+            LIBRARY_NOT_LOADED => LibraryNotLoaded,
             other => Other(other),
         })
     }
@@ -93,6 +101,7 @@ impl Status {
             Internal => sys::VYRE_STATUS_INTERNAL,
             ShapeMismatch => sys::VYRE_STATUS_SHAPE_MISMATCH,
             DeviceFault => sys::VYRE_STATUS_DEVICE_FAULT,
+            LibraryNotLoaded => LIBRARY_NOT_LOADED,
             Other(raw) => raw,
         }
     }
@@ -104,8 +113,15 @@ impl Status {
 }
 
 /// The library's static name of a raw status ("VYRE_STATUS_UNKNOWN" for
-/// values it does not know).
+/// values it does not know, and for all but [`LIBRARY_NOT_LOADED`] when the
+/// library could not be loaded).
 pub fn status_name(raw: sys::vyre_status) -> &'static str {
+    if raw == LIBRARY_NOT_LOADED {
+        return "VYRE_CUDA_LIBRARY_NOT_LOADED";
+    }
+    if sys::load().is_err() {
+        return "VYRE_STATUS_UNKNOWN";
+    }
     // SAFETY: the library returns a static NUL-terminated string, never NULL.
     let name = unsafe { CStr::from_ptr(sys::vyre_status_name(raw)) };
     name.to_str().unwrap_or("VYRE_STATUS_UNKNOWN")
@@ -209,6 +225,29 @@ impl fmt::Debug for Error {
 
 impl std::error::Error for Error {}
 
+/// OK when libvyre_cuda is loaded (loading it if need be), else the
+/// [`Status::LibraryNotLoaded`] error, for the calls that need no object.
+pub(crate) fn library_loaded(call: &'static str) -> Result<()> {
+    match sys::load() {
+        Ok(_) => Ok(()),
+        Err(why) => Err(Error {
+            status: Status::LibraryNotLoaded,
+            cu_result: 0,
+            message: why.to_string(),
+            log: String::new(),
+            call,
+        }),
+    }
+}
+
+/// The file libvyre_cuda was loaded from (loading it if need be; see
+/// `vyre_cuda_sys::load` for where it is looked for), or the
+/// [`Status::LibraryNotLoaded`] error saying why it could not be.
+pub fn library_path() -> Result<&'static str> {
+    library_loaded("vyre_cuda::library_path")?;
+    Ok(sys::load().unwrap_or_default())
+}
+
 /// OK, or the error of the call that just returned `status` on this thread.
 #[inline]
 pub(crate) fn check(status: sys::vyre_status, call: &'static str) -> Result<()> {
@@ -226,8 +265,10 @@ pub fn check_raw(status: sys::vyre_status, call: &'static str) -> Result<()> {
 }
 
 /// This thread's last error (`vyre_last_error` and `vyre_last_error_log`),
-/// or `None` when the last call succeeded. Does not clear it.
+/// or `None` when the last call succeeded (or the library is not loaded).
+/// Does not clear it.
 pub fn last_error() -> Option<Error> {
+    sys::load().ok()?;
     let (status, cu_result, message) = read_last_error();
     Status::from_raw(status).map(|status| Error {
         status,
@@ -241,6 +282,9 @@ pub fn last_error() -> Option<Error> {
 /// The whole compiler or JIT log of this thread's last error
 /// (`vyre_last_error_log`); empty when it carried none. Does not clear it.
 pub fn last_error_log() -> String {
+    if sys::load().is_err() {
+        return String::new();
+    }
     read_last_error_log()
 }
 

@@ -43,9 +43,14 @@
 //! on the calling thread right after the call.
 //!
 //! # Finding the library
-//! The `vyre-cuda-sys` build script links libvyre_cuda from
-//! `$VYRE_CUDA_LIB_DIR`, else from `pkg-config --libs vyre_cuda`. The CUDA
-//! driver is loaded at run time (`$VYRE_CUDA_DRIVER_LIBRARY` overrides
+//! Nothing is linked: libvyre_cuda is loaded at run time, on the first call,
+//! from `$VYRE_CUDA_LIBRARY` if set, else the file the `vyre-cuda-sys` build
+//! script found (in `$VYRE_CUDA_LIB_DIR`, else pkg-config's `libdir` of
+//! `vyre_cuda`), else `libvyre_cuda.so.0` through the dynamic loader's
+//! search. So a program starts without a run path or `LD_LIBRARY_PATH`.
+//! [`library_path`] names the file loaded; without one, calls that need no
+//! object return [`Status::LibraryNotLoaded`] with a Fix. The CUDA driver is
+//! loaded at run time too (`$VYRE_CUDA_DRIVER_LIBRARY` overrides
 //! libcuda.so.1); without one, calls return [`Status::NoDriver`].
 
 #![deny(unsafe_op_in_unsafe_fn)]
@@ -70,7 +75,10 @@ pub use egraph::{
     EgraphColumn, EgraphColumns, EgraphDevice, EgraphImage, EgraphImageInfo, EgraphNodes, Rebuild,
     RebuildResult,
 };
-pub use error::{check_raw, last_error, last_error_log, status_name, Error, Result, Status};
+pub use error::{
+    check_raw, last_error, last_error_log, library_path, status_name, Error, Result, Status,
+    LIBRARY_NOT_LOADED,
+};
 pub use graph::{Graph, GraphInfo, GraphNodeKind, KernelNodeUpdate, Replay};
 pub use host::{PinnedBuffer, Registration};
 pub use log::{clear_log_callback, set_log_callback, LogLevel};
@@ -88,6 +96,10 @@ pub const CU_STREAM_PER_THREAD: u64 = 2;
 pub const VERSION_MAJOR: u32 = sys::VYRE_CUDA_VERSION_MAJOR;
 
 /// The loaded library's version as (major, minor, patch).
+///
+/// # Panics
+/// When libvyre_cuda cannot be loaded ([`library_path`] and
+/// [`Context::new`] return that as an [`Error`] instead).
 pub fn version() -> (u32, u32, u32) {
     // SAFETY: no arguments; always succeeds.
     let v = unsafe { sys::vyre_version() };

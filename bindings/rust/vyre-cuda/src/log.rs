@@ -70,6 +70,7 @@ pub fn set_log_callback<F>(callback: F, max_level: LogLevel) -> Result<()>
 where
     F: Fn(LogLevel, &str) + Send + Sync + 'static,
 {
+    crate::error::library_loaded("vyre_set_log_callback")?;
     let _serial = SETTING.lock().unwrap_or_else(|e| e.into_inner());
     let previous = CALLBACK
         .write()
@@ -91,6 +92,7 @@ where
 /// Removes the log callback (VYRE_CUDA_TRACE=1 then prints trace lines to
 /// stderr).
 pub fn clear_log_callback() -> Result<()> {
+    crate::error::library_loaded("vyre_set_log_callback")?;
     let _serial = SETTING.lock().unwrap_or_else(|e| e.into_inner());
     // SAFETY: NULL removes the callback.
     let status =

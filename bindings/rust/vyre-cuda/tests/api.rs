@@ -982,6 +982,35 @@ fn cuda_source_through_nvrtc() {
     assert_no_misuse();
 }
 
+/// CUDA C++ given as PTX (the default code kind): the driver's JIT refuses
+/// it, and the library's Fix names the code kind to use, in this binding's
+/// spelling (module_cache.cc, LoadFix).
+#[test]
+fn cuda_source_as_ptx_names_code_cuda_source() {
+    with_context!(ctx);
+    let e = Program::builder(Code::Ptx(ADD_SOURCE), "vyre_test_add_u32")
+        .bindings(add_bindings())
+        .build(&ctx)
+        .expect_err("CUDA C++ is not PTX");
+    eprintln!("{e}");
+    assert_eq!(e.status(), Status::CompileFailed, "{e}");
+    let fix = e.fix().unwrap_or_else(|| panic!("no Fix: {e}"));
+    assert!(
+        fix.contains("Code::CudaSource"),
+        "the Fix names Code::CudaSource: {e}"
+    );
+    // The spelling the Fix uses is this binding's API: it builds the program
+    // (or reports NVRTC missing, with its own Fix).
+    match Program::builder(Code::CudaSource(ADD_SOURCE), "vyre_test_add_u32")
+        .bindings(add_bindings())
+        .build(&ctx)
+    {
+        Ok(_) => {}
+        Err(e) => assert_eq!(e.status(), Status::NvrtcUnavailable, "{e}"),
+    }
+    assert_no_misuse();
+}
+
 #[test]
 fn a_huge_jit_log_rides_on_the_error() {
     if !fake() {
