@@ -81,7 +81,7 @@ for line in sys.stdin:
 echo "== Rust: cargo test --no-run (both crates) and the examples (release)"
 (
   cd bindings/rust
-  export VYRE_CUDA_LIB_DIR="$lib_dir" VYRE_CUDA_NO_RPATH=1 VYRE_CUDA_INCLUDE_DIR="$repo/include"
+  export VYRE_CUDA_LIB_DIR="$lib_dir" VYRE_CUDA_INCLUDE_DIR="$repo/include"
   export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$build/rust-stage-target}"
   cargo --version
   cargo test --offline --workspace --no-run --message-format=json 2>>"$log" | copy_cargo_artifacts
