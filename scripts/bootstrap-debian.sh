@@ -9,6 +9,8 @@ set -euo pipefail
 # abigail-tools: abidiff for the abi.abidiff test (scripts/abi-baseline.sh).
 # dpkg-dev: dpkg-source, which unpacks Debian's Abseil source for the
 # self-contained library (scripts/fetch-abseil-source.sh).
+# python3-numpy: the Python binding's DLPack tests hand a capsule to numpy
+# (numpy.from_dlpack must raise its own error for a CUDA buffer).
 # rustc-web and cargo-web: the Rust bindings' toolchain (bindings/rust/
 # run-tests.sh checks it is these): Rust 1.85 in bookworm, newer from its
 # security updates, installed as /usr/bin/rustc and /usr/bin/cargo. The
@@ -18,7 +20,7 @@ packages=(cmake ninja-build g++ pkg-config ccache python3
           libabsl-dev libgtest-dev libcli11-dev nlohmann-json3-dev
           clang libclang-rt-14-dev
           golang-go abigail-tools dpkg-dev
-          rustc-web cargo-web)
+          rustc-web cargo-web python3-numpy)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

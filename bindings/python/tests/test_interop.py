@@ -12,8 +12,13 @@ PyTorch skips.
 import array
 import ctypes
 import gc
+import os
 import random
+import shutil
+import subprocess
 import sys
+import tempfile
+import textwrap
 import unittest
 
 import vyre_cuda as vc
@@ -58,6 +63,45 @@ def consume(capsule, versioned=False):
 
 def call_deleter(deleter, address):
     ctypes.CFUNCTYPE(None, ctypes.c_void_p)(deleter)(address)
+
+
+def run_child(test, code, timeout=120):
+    """Runs `code` in a fresh interpreter that imports this vyre_cuda (same
+    environment otherwise) and returns its stdout; a crash, a hang or a
+    non-zero exit fails `test` with the child's output."""
+    env = dict(os.environ)
+    package_root = os.path.dirname(os.path.dirname(os.path.abspath(vc.__file__)))
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
+    try:
+        proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env,
+                              capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired as e:
+        test.fail(f"the child hung for {timeout} s; output: {e.stdout!r} {e.stderr!r}")
+    test.assertEqual(proc.returncode, 0, f"child exit {proc.returncode}; stdout:\n"
+                     f"{proc.stdout}\nstderr:\n{proc.stderr}")
+    return proc.stdout
+
+
+# What a C consumer does, without Python's headers (the symbols come from the
+# interpreter that loads it). refuse: numpy.from_dlpack refusing a capsule
+# (its own exception set, then its reference dropped). delete_failing: a
+# consumer deleting a tensor it took while its own exception is set.
+C_CONSUMER = r"""
+typedef struct _object PyObject;
+extern PyObject *PyExc_RuntimeError;
+void PyErr_SetString(PyObject *, const char *);
+void Py_DecRef(PyObject *);
+PyObject *refuse(PyObject *capsule) {
+  PyErr_SetString(PyExc_RuntimeError, "Unsupported device in DLTensor.");
+  Py_DecRef(capsule);
+  return 0;
+}
+PyObject *delete_failing(void *managed, void (*deleter)(void *)) {
+  PyErr_SetString(PyExc_RuntimeError, "the consumer failed");
+  deleter(managed);
+  return 0;
+}
+"""
 
 
 class CaiArray:
@@ -210,10 +254,105 @@ class DLPackCapsuleTest(unittest.TestCase):
             _dlpack.read(cap, "binding 0")
         self.assertIn("not C-contiguous", str(cm.exception))
         self.assertIn("Fix:", str(cm.exception))
-        self.assertEqual(capsule_name(cap), b"dltensor")  # left to its destructor
+        self.assertEqual(capsule_name(cap), b"dltensor")  # still the producer's to delete
         del cap
         gc.collect()
         self.assertEqual(self.released, [1])
+
+    def test_a_capsule_dropped_with_an_exception_pending_keeps_it(self):
+        """A consumer refuses a capsule by setting its exception and dropping
+        the capsule (numpy.from_dlpack on device memory). Freeing it must
+        leave that exception alone: the capsule's old destructor, a ctypes
+        callback, cleared it (SystemError "returned NULL without setting an
+        exception", or a crash) and leaked the tensor. Here the capsule's
+        only reference is on the interpreter's stack when refuse() raises, so
+        it is dropped with the RuntimeError pending, as in C. In a child
+        process, since the bug crashed the interpreter."""
+        out = run_child(self, """
+            import gc
+            from vyre_cuda import _dlpack
+            released = []
+            def refuse():
+                raise RuntimeError("Unsupported device in DLTensor.")
+            for versioned in (False, True):
+                try:
+                    (_dlpack.export(0x7F0000001000, (2, 0), (4,), (1, 8), None,
+                                    versioned=versioned,
+                                    on_release=lambda v=versioned: released.append(v)),
+                     refuse())
+                    print("no exception")
+                except RuntimeError as e:
+                    print("RuntimeError:", e)
+            gc.collect()
+            print("released:", released, "live:", _dlpack.live_exports())
+            print("released:", released, "live:", _dlpack.live_exports())
+        """)
+        self.assertEqual(out.splitlines(),
+                         ["RuntimeError: Unsupported device in DLTensor."] * 2
+                         + ["released: [False, True] live: 0"] * 2)
+
+    def test_c_consumers_with_an_exception_pending(self):
+        """The same from C (C_CONSUMER, compiled here), as numpy does it: the
+        consumer's RuntimeError comes back intact and the tensor is deleted
+        once. And a consumer that calls the deleter with its own exception
+        set (a ctypes callback cannot keep that one) leaves the module
+        working: the tensor is deleted once and the next export does not
+        hang on a lock left held."""
+        cc = os.environ.get("VYRE_CUDA_TEST_CC") or shutil.which("cc") or shutil.which("gcc")
+        if not cc:
+            self.skipTest("needs a C compiler (VYRE_CUDA_TEST_CC)")
+        with tempfile.TemporaryDirectory() as tmp:
+            src = os.path.join(tmp, "consumer.c")
+            lib = os.path.join(tmp, "consumer.so")
+            with open(src, "w") as f:
+                f.write(C_CONSUMER)
+            subprocess.run([cc, "-shared", "-fPIC", "-o", lib, src], check=True)
+            out = run_child(self, """
+                import ctypes, gc, sys
+                from vyre_cuda import _dlpack
+                try:
+                    lib = ctypes.PyDLL(%r)
+                except OSError as e:
+                    print("skip:", e)
+                    sys.exit(0)
+                refuse = lib.refuse
+                refuse.restype, refuse.argtypes = ctypes.c_void_p, [ctypes.c_void_p]
+                delete_failing = lib.delete_failing
+                delete_failing.restype = ctypes.c_void_p
+                delete_failing.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+                incref = ctypes.PYFUNCTYPE(None, ctypes.py_object)(("Py_IncRef", ctypes.pythonapi))
+                released = []
+                for versioned in (False, True):
+                    cap = _dlpack.export(0x7F0000001000, (2, 0), (4,), (1, 8), None,
+                                         versioned=versioned,
+                                         on_release=lambda v=versioned: released.append(v))
+                    incref(cap)  # the consumer's reference, as __dlpack__() returns it
+                    address = id(cap)
+                    del cap
+                    try:
+                        refuse(address)
+                        print("no exception")
+                    except RuntimeError as e:
+                        print("RuntimeError:", e)
+                gc.collect()
+                print("released:", released, "live:", _dlpack.live_exports())
+                imported = _dlpack.read(_dlpack.export(0x7F0000001000, (2, 0), (4,), (1, 8),
+                                                       None, on_release=lambda: released.append(2)),
+                                        "t")
+                managed, deleter = imported._managed, imported._deleter
+                imported._deleter = None  # the consumer below deletes it
+                try:
+                    delete_failing(managed, deleter)
+                except RuntimeError:
+                    pass
+                print("released:", released, "live:", _dlpack.live_exports())
+            """ % lib)
+        if out.startswith("skip:"):
+            self.skipTest(out.strip())
+        self.assertEqual(out.splitlines(),
+                         ["RuntimeError: Unsupported device in DLTensor."] * 2
+                         + ["released: [False, True] live: 0",
+                            "released: [False, True, 2] live: 0"])
 
     def test_dtypes(self):
         for name, typestr, code, bits in (("uint8", "|u1", 1, 8), ("int32", "<i4", 0, 32),
@@ -317,6 +456,42 @@ class InteropTest(unittest.TestCase):
                 buf.__dlpack__(**kwargs)
             self.assertIn("Fix:", str(cm.exception))
         buf.close()
+
+    def test_a_consumer_refusing_a_buffer_raises_its_own_error(self):
+        """numpy.from_dlpack(buf) refuses device memory (the fake driver's is
+        host memory, but the capsule says CUDA): numpy's own error comes
+        through (RuntimeError "Unsupported device in DLTensor." in numpy 1.x
+        and 2.x; BufferError allowed for later ones), not SystemError; the
+        export is deleted once, the buffer stays usable and close() frees it
+        at once. Without numpy, a consumer that raises with the capsule on
+        its stack does the same."""
+        def refuse():
+            raise RuntimeError("Unsupported device in DLTensor.")
+
+        consumers = [("stack", lambda obj: (obj.__dlpack__(), refuse()))]
+        try:
+            import numpy
+            consumers.append(("numpy " + numpy.__version__, numpy.from_dlpack))
+        except ImportError:
+            pass
+        n = 16
+        data = random_u32(n, self.rng)
+        live = self.live_buffers()
+        exports = _dlpack.live_exports()
+        buf = self.ctx.upload(data)
+        for label, consume in consumers:
+            for target in (buf, buf.as_array("uint32"), buf.as_array("float32", (4, 4))):
+                with self.subTest(consumer=label, target=type(target).__name__):
+                    with self.assertRaises((RuntimeError, BufferError)) as cm:
+                        consume(target)
+                    self.assertIn("Unsupported device", str(cm.exception))
+        self.assertEqual(_dlpack.live_exports(), exports, "every refused capsule deleted")
+        self.assertEqual(bytes(buf.download()), data.tobytes())
+        self.inc.dispatch([buf], params=[n])  # still a working binding
+        self.assertEqual(array.array(U32, bytes(buf.download())).tolist(),
+                         [(x + 1) & 0xFFFFFFFF for x in data])
+        buf.close()
+        self.assertEqual(self.live_buffers(), live, "freed at close(), not deferred")
 
     def test_exports_of_closed_objects_raise_with_a_fix(self):
         buf = self.ctx.alloc(16)

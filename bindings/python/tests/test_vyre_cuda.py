@@ -14,6 +14,7 @@ engine misused the driver API or leaked driver objects.
 
 import array
 import ctypes
+import inspect
 import json
 import os
 import random
@@ -1115,6 +1116,40 @@ class FakeDriverTest(unittest.TestCase):
                 self.assertIn("[log truncated: ", e.message)
                 self.assertEqual(e.log, expected)
                 self.assertEqual(vc.last_error_log(), expected)
+
+    def test_cuda_cpp_passed_as_ptx_names_the_code_kind(self):
+        """CUDA C++ with the default code kind (PTX): the JIT refuses it, and
+        the library's Fix names the code kind in this binding's own words,
+        which must stay what Program takes."""
+        self.assertIn("code_kind", inspect.signature(vc.Program).parameters)
+        self.assertEqual(vc.CodeKind.CUDA_SOURCE.name, "CUDA_SOURCE")
+        cpp = textwrap.dedent("""\
+            extern "C" __global__ void vyre_test_add_u32(const unsigned* a, const unsigned* b,
+                                                         unsigned* out, const unsigned* params) {
+              unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+              if (i < params[0]) out[i] = a[i] + b[i];
+            }
+            """)
+        with vc.Context() as ctx:
+            for label, make in (("Program, str", lambda: vc.Program(ctx, cpp, "vyre_test_add_u32",
+                                                                     ADD_BINDINGS)),
+                                ("Context.program, bytes",
+                                 lambda: ctx.program(cpp.encode(), "vyre_test_add_u32",
+                                                     ADD_BINDINGS))):
+                with self.subTest(label), self.assertRaises(vc.VyreError) as cm:
+                    make()
+                e = cm.exception
+                self.assertEqual(e.status, vc.Status.COMPILE_FAILED)
+                first_line = e.message.split("\n")[0]
+                fix = first_line[first_line.index("Fix: "):]
+                self.assertIn("code_kind=CodeKind.CUDA_SOURCE", fix)
+            # The spelling the Fix names works (the fake driver cannot run
+            # NVRTC: without it, the failure is another one).
+            try:
+                ctx.program(cpp, "vyre_test_add_u32", ADD_BINDINGS,
+                            code_kind=vc.CodeKind.CUDA_SOURCE).close()
+            except vc.VyreError as e:
+                self.assertNotIn("code_kind=CodeKind.CUDA_SOURCE", e.message)
 
     def test_graphs_and_sequences_release_their_driver_objects(self):
         before = fake_stats()

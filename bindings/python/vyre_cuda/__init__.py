@@ -1682,9 +1682,10 @@ class Buffer(_Object):
     __cuda_array_interface__ (v3) and DLPack (__dlpack__,
     __dlpack_device__) as 1-D uint8 of its size; as_array(dtype, shape)
     gives a typed view. A DLPack export keeps the Buffer alive until the
-    consumer deletes it, and close() meanwhile only marks it closed: the
-    memory is freed when the last export is deleted. Closing the Context
-    frees it regardless."""
+    consumer deletes it (a capsule dropped unconsumed: at the next garbage
+    collection, export or close()), and close() meanwhile only marks it
+    closed: the memory is freed when the last export is deleted. Closing the
+    Context frees it regardless."""
 
     _handle_type = BufferHandle
     _destroy = "vyre_buffer_free"
@@ -1792,6 +1793,10 @@ class Buffer(_Object):
             self._free(bits)
 
     def close(self) -> None:
+        if self._exports:
+            # DLPack capsules dropped unconsumed (a consumer that refused
+            # one) end their exports now, so the free is not deferred.
+            _dlpack.reap(blocking=False)
         with self._close_lock:
             bits, self._bits = self._bits, 0
             if bits and self._exports:

@@ -5,12 +5,28 @@ Layouts from dlpack.h: DLManagedTensor (v0.8, capsule "dltensor") and
 DLManagedTensorVersioned (v1.x, capsule "dltensor_versioned"). A consumer
 renames the capsule to "used_dltensor" / "used_dltensor_versioned" once it
 owns the tensor, and then calls its deleter exactly once; a capsule dropped
-unconsumed calls the deleter from its destructor.
+unconsumed must free the tensor all the same.
+
+Exported capsules have no destructor. A consumer drops a capsule it refuses
+with its own exception set (numpy: RuntimeError "Unsupported device in
+DLTensor."), and a destructor that is a ctypes callback cannot keep that
+exception: a Python callback that returns with an exception set is turned
+into SystemError, which ctypes prints as unraisable and clears, so the
+consumer returns NULL with no exception set. So this module keeps
+a reference to each capsule it hands out, and frees the tensor of one that
+nobody else references any more and that is still unconsumed at the next
+garbage collection, export, or live_exports() (see reap()); a consumed one
+is freed by its deleter, as before. The deleter itself must be a callback:
+a consumer that calls it with its own exception set loses that exception
+(numpy saves and restores around its call; keeping it in every case needs a
+deleter written in C).
 """
 
 from __future__ import annotations
 
 import ctypes
+import gc
+import sys
 import threading
 from ctypes import (CFUNCTYPE, POINTER, PYFUNCTYPE, Structure, c_char_p, c_int, c_int32,
                     c_int64, c_uint8, c_uint16, c_uint32, c_uint64, c_void_p, py_object)
@@ -86,7 +102,6 @@ class DLManagedTensorVersioned(Structure):
 
 
 _DELETER_TYPE = CFUNCTYPE(None, c_void_p)
-_DESTRUCTOR_TYPE = CFUNCTYPE(None, c_void_p)
 
 # Capsule names: C strings that must outlive every capsule (module lifetime).
 _NAMES = {name: ctypes.create_string_buffer(name) for name in (
@@ -107,10 +122,6 @@ _capsule_new = _api("PyCapsule_New", py_object, c_void_p, c_void_p, c_void_p)
 _capsule_is_valid = _api("PyCapsule_IsValid", c_int, py_object, c_char_p)
 _capsule_get_pointer = _api("PyCapsule_GetPointer", c_void_p, py_object, c_char_p)
 _capsule_set_name = _api("PyCapsule_SetName", c_int, py_object, c_void_p)
-# For the destructor, which runs while the capsule is being freed: its
-# argument must not be turned into a Python reference.
-_raw_is_valid = _api("PyCapsule_IsValid", c_int, c_void_p, c_char_p)
-_raw_get_pointer = _api("PyCapsule_GetPointer", c_void_p, c_void_p, c_char_p)
 
 
 # ---------------------------------------------------------------------------
@@ -119,33 +130,99 @@ _raw_get_pointer = _api("PyCapsule_GetPointer", c_void_p, c_void_p, c_char_p)
 
 class _Export:
     """What one exported tensor holds: the C structs (their memory is what
-    the consumer reads) and the owner kept alive until the deleter runs."""
+    the consumer reads), the owner kept alive until the deleter runs, and the
+    capsule's unconsumed name."""
 
-    __slots__ = ("managed", "shape", "strides", "owner", "on_release")
+    __slots__ = ("managed", "shape", "strides", "owner", "on_release", "name")
 
     def __init__(self, managed: Any, shape: Any, strides: Any, owner: Any,
-                 on_release: Optional[Callable[[], None]]) -> None:
+                 on_release: Optional[Callable[[], None]], name: bytes) -> None:
         self.managed = managed
         self.shape = shape
         self.strides = strides
         self.owner = owner
         self.on_release = on_release
+        self.name = name  # the capsule's name while unconsumed
 
 
 _live: Dict[int, _Export] = {}
+# The capsules handed out and not yet seen consumed or dropped, by tensor
+# address: a strong reference each, so a consumer's drop never frees one
+# (a capsule without a destructor is freed without running any code).
+_capsules: Dict[int, Any] = {}
 _live_lock = threading.Lock()
 _released_count = 0
 
 
+def _references(table: Dict[int, Any], key: int) -> int:
+    return sys.getrefcount(table[key])
+
+
+# What _references() counts for an object only a table holds (the table's
+# reference and the argument's), measured rather than assumed: interpreters
+# differ in the references a call holds.
+_ONLY_HERE = _references({0: object()}, 0)
+
+
 def live_exports() -> int:
-    """How many exported tensors have not been deleted yet."""
+    """How many exported tensors have not been deleted yet (after reap())."""
+    reap()
     with _live_lock:
         return len(_live)
 
 
 def released_exports() -> int:
-    """How many exported tensors were deleted since the process started."""
+    """How many exported tensors were deleted since the process started
+    (after reap())."""
+    reap()
     return _released_count
+
+
+def reap(blocking: bool = True) -> int:
+    """Deletes the tensors of capsules dropped unconsumed (this module holds
+    their last reference, and their name is still "dltensor..."), and lets go
+    of capsules their consumer renamed (it calls the deleter). Runs after
+    each garbage collection, at each export and in live_exports(); returns
+    how many tensors it deleted. blocking=False gives up at once when another
+    caller holds the lock (the garbage collector may run inside it)."""
+    global _released_count
+    if not _capsules:
+        return 0
+    if not _live_lock.acquire(blocking):
+        return 0
+    dropped = []
+    try:
+        for address in list(_capsules):
+            export = _live.get(address)
+            if export is None:  # deleted meanwhile: nothing to watch
+                del _capsules[address]
+            elif not _capsule_is_valid(_capsules[address], export.name):
+                del _capsules[address]  # consumed: the consumer calls the deleter
+            elif _references(_capsules, address) <= _ONLY_HERE:
+                del _capsules[address]  # nobody else can reach it: never consumed
+                del _live[address]
+                _released_count += 1
+                dropped.append(export)
+    finally:
+        _live_lock.release()
+    for export in dropped:
+        if export.on_release is not None:
+            try:
+                export.on_release()
+            except Exception:  # one owner's failure must not keep the others
+                pass
+    return len(dropped)
+
+
+def _after_collection(phase: str, info: Dict[str, Any]) -> None:
+    try:
+        if phase == "stop" and _capsules:
+            reap(blocking=False)
+    except Exception:  # never raise out of the garbage collector (nor at exit)
+        pass
+
+
+gc.callbacks.append(_after_collection)
 
 
 def _release(address: Optional[int]) -> None:
@@ -158,34 +235,31 @@ def _release(address: Optional[int]) -> None:
         export = _live.pop(address, None)
         if export is not None:
             _released_count += 1
+        capsule = _capsules.pop(address, None)
+    del capsule  # has no destructor: freeing it here runs nothing
     if export is not None and export.on_release is not None:
         export.on_release()
 
 
 def _deleter(address: Optional[int]) -> None:
+    # A consumer may call the deleter with its own exception set. As a ctypes
+    # callback this cannot keep it (see the module docstring), and with it
+    # set the first C call here raises SystemError: take that first, or
+    # lock.__enter__ in _release would raise after acquiring, leaving the
+    # lock held for good (every later export would hang).
+    try:
+        id(None)
+    except BaseException:
+        pass
     try:
         _release(address)
     except BaseException:  # never unwind into the consumer's C code
         pass
 
 
-def _capsule_destructor(capsule: Optional[int]) -> None:
-    # A renamed ("used_...") capsule belongs to its consumer, who calls the
-    # deleter; an unconsumed one still owns its tensor.
-    try:
-        for name in (b"dltensor", b"dltensor_versioned"):
-            if _raw_is_valid(capsule, name):
-                _release(_raw_get_pointer(capsule, name))
-                return
-    except BaseException:
-        pass
-
-
-# Module lifetime: C keeps these function pointers.
+# Module lifetime: C keeps this function pointer.
 _DELETER = _DELETER_TYPE(_deleter)
 _DELETER_ADDRESS = ctypes.cast(_DELETER, c_void_p).value
-_DESTRUCTOR = _DESTRUCTOR_TYPE(_capsule_destructor)
-_DESTRUCTOR_ADDRESS = ctypes.cast(_DESTRUCTOR, c_void_p).value
 
 
 def export(data: int, device: Tuple[int, int], shape: Sequence[int], dtype: Tuple[int, int],
@@ -193,8 +267,9 @@ def export(data: int, device: Tuple[int, int], shape: Sequence[int], dtype: Tupl
            on_release: Optional[Callable[[], None]] = None) -> Any:
     """A DLPack capsule over C-contiguous memory at `data` of `shape`
     elements of dtype (code, bits), one lane. `owner` is kept alive and
-    `on_release` called once, when the consumer deletes the tensor (or the
-    capsule is dropped unconsumed)."""
+    `on_release` called once, when the consumer deletes the tensor (or, for
+    a capsule dropped unconsumed, when reap() finds it)."""
+    reap()
     ndim = len(shape)
     c_shape = (c_int64 * max(ndim, 1))(*shape)
     strides = []
@@ -218,11 +293,16 @@ def export(data: int, device: Tuple[int, int], shape: Sequence[int], dtype: Tupl
         managed.version = DLPackVersion(*VERSION)
         managed.flags = FLAG_READ_ONLY if read_only else 0
     address = ctypes.addressof(managed)
-    with _live_lock:
-        _live[address] = _Export(managed, c_shape, c_strides, owner, on_release)
     name = b"dltensor_versioned" if versioned else b"dltensor"
+    entry = _Export(managed, c_shape, c_strides, owner, on_release, name)
+    with _live_lock:
+        _live[address] = entry
     try:
-        return _capsule_new(address, _name(name), _DESTRUCTOR_ADDRESS)
+        # No destructor (NULL): see the module docstring.
+        capsule = _capsule_new(address, _name(name), None)
+        with _live_lock:
+            _capsules[address] = capsule
+        return capsule
     except BaseException:
         _release(address)
         raise
@@ -302,7 +382,8 @@ def read(capsule: Any, what: str) -> Imported:
     """Takes the tensor of a "dltensor" or "dltensor_versioned" capsule:
     checks it is C-contiguous (strides NULL or row-major), renames the
     capsule "used_..." and returns an Imported, whose release() deletes it.
-    On error the capsule is left as it was (its destructor deletes it)."""
+    On error the capsule is left as it was, unconsumed (its producer deletes
+    it)."""
     if _capsule_is_valid(capsule, b"dltensor_versioned"):
         name, versioned = b"dltensor_versioned", True
     elif _capsule_is_valid(capsule, b"dltensor"):
