@@ -58,8 +58,10 @@ ctest_suite() {
   # pipefail (test.sh): rc is ctest's exit.
   ctest "$@" 2>&1 | tee "$log" || rc=$?
   local total failed
-  total=$(sed -nE 's/.*tests? failed out of ([0-9]+).*/\1/p' "$log" | tail -1)
-  failed=$(sed -nE 's/.*, ([0-9]+) tests? failed out of.*/\1/p' "$log" | tail -1)
+  # "100% tests passed, 0 tests failed out of 372" (CMake 3) or "100% tests
+  # passed out of 372" (CMake 4, when none failed).
+  total=$(sed -nE 's/.*tests passed.* out of ([0-9]+).*/\1/p' "$log" | tail -1)
+  failed=$(sed -nE 's/.*tests passed, ([0-9]+) tests? failed out of.*/\1/p' "$log" | tail -1)
   local skipped_names
   skipped_names=$(sed -nE 's/^[[:space:]]*[0-9]+ - ([^ ]+) \((Skipped|Not Run|Disabled)\)$/\1/p' "$log")
   local skipped=0 test reason
