@@ -160,17 +160,22 @@ const KnownKernel* FindKnownKernel(const std::string& name) {
   return nullptr;
 }
 
-// The calling thread's last refused launch: the kernel's name, until
-// fake_cuda_take_refused_kernel takes it or the thread's next launch call.
-thread_local std::string refused_kernel;
+// The calling thread's last refused launch: the kernel's name (cut to the
+// buffer), until fake_cuda_take_refused_kernel takes it or the thread's next
+// launch call. Plain bytes, not a std::string: a thread_local with a
+// destructor in a dlopen'ed library crashed LeakSanitizer's exit-time scan.
+constexpr size_t kRefusedKernelBytes = 1024;
+thread_local char refused_kernel[kRefusedKernelBytes];
+thread_local size_t refused_kernel_length = 0;
 
 }  // namespace
 
-void ClearRefusedKernel() { refused_kernel.clear(); }
+void ClearRefusedKernel() { refused_kernel_length = 0; }
 
 CUresult KernelRefusal(const std::string& name, const char* fn) {
   if (FindKnownKernel(name) != nullptr) return CUDA_SUCCESS;
-  refused_kernel = name;
+  refused_kernel_length = std::min(name.size(), kRefusedKernelBytes);
+  std::memcpy(refused_kernel, name.data(), refused_kernel_length);
   std::fprintf(stderr,
                "fake CUDA driver: %s: kernel %s refused: this fake driver runs only the test "
                "kernels of docs/ENGINE_CONTRACT.md; run it on a real GPU\n",
@@ -179,14 +184,14 @@ CUresult KernelRefusal(const std::string& name, const char* fn) {
 }
 
 size_t TakeRefusedKernel(char* name, size_t size) {
-  if (refused_kernel.empty()) return 0;
-  const size_t length = refused_kernel.size();
+  if (refused_kernel_length == 0) return 0;
+  const size_t length = refused_kernel_length;
   if (name != nullptr && size > 0) {
     const size_t copied = std::min(length, size - 1);
-    std::memcpy(name, refused_kernel.data(), copied);
+    std::memcpy(name, refused_kernel, copied);
     name[copied] = '\0';
   }
-  refused_kernel.clear();
+  refused_kernel_length = 0;
   return length + 1;
 }
 
