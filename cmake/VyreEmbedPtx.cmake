@@ -29,3 +29,43 @@ function(vyre_embed_ptx target symbol source)
   # blob is no part of the ABI.
   set_target_properties(${target} PROPERTIES CXX_VISIBILITY_PRESET hidden)
 endfunction()
+
+# vyre_embed_fatbin(<target> <symbol> <source.cu>)
+#
+# Compiles one CUDA source to a fatbin with nvcc at build time: machine code
+# (SASS) for the architectures of VYRE_FATBIN_GENCODE plus PTX for a low
+# virtual architecture, which the driver JITs on any other device. Embeds it
+# in a static library <target> that defines
+#   extern const unsigned char <symbol>[];   extern const size_t <symbol>_size;
+# A large module as PTX costs a JIT of hundreds of milliseconds the first time
+# a process loads it; its SASS loads in milliseconds. Uncompressed, so that
+# the tests' fake driver can read the entries (it reads no compressed code).
+set(VYRE_EMBED_BINARY_SCRIPT ${CMAKE_CURRENT_LIST_DIR}/VyreEmbedBinary.cmake)
+set(VYRE_FATBIN_GENCODE
+    "arch=compute_75,code=compute_75;arch=compute_80,code=sm_80;arch=compute_90,code=sm_90"
+    CACHE STRING "nvcc -gencode values of embedded fatbins (SASS, and PTX for the rest)")
+
+function(vyre_embed_fatbin target symbol source)
+  get_filename_component(stem ${source} NAME_WE)
+  set(fatbin ${CMAKE_CURRENT_BINARY_DIR}/${stem}.fatbin)
+  set(cc ${CMAKE_CURRENT_BINARY_DIR}/${stem}_fatbin.cc)
+  set(gencode "")
+  foreach(code ${VYRE_FATBIN_GENCODE})
+    list(APPEND gencode -gencode ${code})
+  endforeach()
+  add_custom_command(
+    OUTPUT ${fatbin}
+    COMMAND ${CUDAToolkit_NVCC_EXECUTABLE} -fatbin --no-compress -lineinfo ${gencode}
+            -o ${fatbin} ${CMAKE_CURRENT_SOURCE_DIR}/${source}
+    DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/${source}
+    COMMENT "nvcc -fatbin ${source}"
+    VERBATIM)
+  add_custom_command(
+    OUTPUT ${cc}
+    COMMAND ${CMAKE_COMMAND} -DINPUT=${fatbin} -DOUTPUT=${cc} -DSYMBOL=${symbol}
+            -P ${VYRE_EMBED_BINARY_SCRIPT}
+    DEPENDS ${fatbin} ${VYRE_EMBED_BINARY_SCRIPT}
+    VERBATIM)
+  add_library(${target} STATIC ${cc})
+  set_target_properties(${target} PROPERTIES CXX_VISIBILITY_PRESET hidden)
+endfunction()

@@ -12,7 +12,10 @@
 #include "egraph/columns.h"
 #include "egraph/cpu_reference.h"
 
-extern const char vyre_builtin_egraph_ptx[];
+// The congruence kernels: SASS for common GPUs and PTX for the rest
+// (src/CMakeLists.txt, vyre_embed_fatbin).
+extern const unsigned char vyre_builtin_egraph_fatbin[];
+extern const size_t vyre_builtin_egraph_fatbin_size;
 
 namespace vyre {
 namespace {
@@ -192,8 +195,10 @@ absl::StatusOr<std::shared_ptr<EgraphImage>> EgraphImage::Create(
 
 absl::Status EgraphImage::LoadKernels(const char* what) {
   Context& ctx = *context_;
-  VYRE_ASSIGN_OR_RETURN(module_, ctx.modules().GetOrLoad(VYRE_CODE_PTX, vyre_builtin_egraph_ptx,
-                                                          {}, "vyre_eg_insert", what));
+  const absl::string_view fatbin(reinterpret_cast<const char*>(vyre_builtin_egraph_fatbin),
+                                 vyre_builtin_egraph_fatbin_size);
+  VYRE_ASSIGN_OR_RETURN(module_, ctx.modules().GetOrLoad(VYRE_CODE_BINARY, fatbin, {},
+                                                          "vyre_eg_insert", what));
   struct {
     CUfunction* slot;
     const char* name;

@@ -1,4 +1,4 @@
-# cmake -DINPUT=file -DOUTPUT=file.cc -DSYMBOL=name -P EmbedBinary.cmake
+# cmake -DINPUT=file -DOUTPUT=file.cc -DSYMBOL=name -P VyreEmbedBinary.cmake
 # Defines  extern const unsigned char <name>[];  extern const size_t <name>_size;
 file(READ ${INPUT} hex HEX)
 string(LENGTH "${hex}" hex_length)
