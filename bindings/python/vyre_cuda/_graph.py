@@ -1,0 +1,504 @@
+"""Graphs and sequences: Graph, the Sequence steps, and Sequence."""
+
+from __future__ import annotations
+
+import ctypes
+from ctypes import byref
+from typing import Any, Dict, Iterable, List, Optional, Union
+# typing.Sequence as _Seq: this package's Sequence is the vyre sequence.
+from typing import Sequence as _Seq
+
+from ._cdefs import (KERNEL_NODE_UPDATE_GRID, KERNEL_NODE_UPDATE_SCALARS, BufferHandle, Dim3,
+                     GraphHandle, GraphInfoStruct, GraphNodeKind, GraphReplayDescStruct,
+                     KernelNodeUpdateStruct, PendingHandle, ProgramHandle, SequenceDescStruct,
+                     SequenceHandle, SequenceStepStruct, StepKind, TimingStruct, _c_enum, _new,
+                     _struct_dict, _unsigned)
+from ._errors import _call
+from ._host_memory import _readable, _writable
+from ._context import Buffer, Context, _Object
+from ._program import (Outputs, Pending, Program, _Imports, _dim3, _marshal_bindings,
+                       _resident_range, _scalar_array, _u32_array)
+
+
+# ---------------------------------------------------------------------------
+# Graphs and sequences
+# ---------------------------------------------------------------------------
+
+class Graph(_Object):
+    """A dispatch (Program.record) or a sequence (Sequence.record) recorded
+    once as a CUDA graph and replayed at the cost of one launch.
+
+    Dispatch graphs: HOST bindings at record time are sample data; every
+    replay passes host data of the same byte lengths (else VyreError with
+    Status.SHAPE_MISMATCH). RESIDENT bindings are kept by address; a replay
+    may rebind them to other ranges of the same context. Replays may also
+    change the parameter words, the scalars and (for a graph recorded with a
+    derived grid) the element count, up to info()["capacity_elements"].
+
+    Sequence graphs replay the whole sequence with replay() and no arguments;
+    they return the sequence's DOWNLOAD results.
+
+    The graph keeps the Python objects it uses (program, bound buffers, the
+    sequence's host memory) alive until close().
+    """
+
+    _handle_type = GraphHandle
+    _destroy = "vyre_graph_destroy"
+    # Defaults, so a closed or half-built Graph still reports INVALID_HANDLE.
+    _program: Optional[Program] = None
+    _decls: Any = ()
+    _residents: Any = ()
+    _sequence_keep: Any = None
+    _downloads: Any = ()
+    _imports: Optional[_Imports] = None
+
+    def __init__(self, program: Program, bindings: _Seq[Any], params: Iterable[int] = (),
+                 scalars: Iterable[Union[int, float]] = (), grid: Dim3 = None,
+                 block: Dim3 = None, element_count: int = 0, fixpoint_iterations: int = 1,
+                 shared_memory_bytes: int = 0, flags: int = 0,
+                 stream: Optional[int] = None) -> None:
+        """Records `program` dispatched with these arguments (see
+        Program.dispatch); nothing runs."""
+        super().__init__(0, program.context)
+        bindings = list(bindings)
+        desc, keep, keep_out, _, imports = program._prepare(
+            bindings, params, scalars, grid, block, element_count, fixpoint_iterations,
+            shared_memory_bytes, flags, stream)
+        handle = GraphHandle()
+        try:
+            _call("vyre_graph_record", program._h(), byref(desc), byref(handle))
+        except BaseException:
+            imports.release()
+            raise
+        del keep, keep_out  # the sample inputs were copied; nothing else is kept
+        self._bits = handle.bits
+        self._program = program
+        self._decls = program.bindings
+        self._residents = ([r.buffer for r in map(_resident_range, bindings) if r is not None]
+                           + list(imports))
+        # Foreign arrays are bound by address: kept until a rebind or close().
+        self._imports = imports
+
+    @classmethod
+    def _of_sequence(cls, bits, sequence):
+        graph = cls.__new__(cls)
+        _Object.__init__(graph, bits, sequence.context)
+        # The library reads the sequence's host memory at every replay, even
+        # once the sequence itself is closed.
+        graph._sequence_keep = sequence._keep
+        graph._downloads = sequence._downloads
+        return graph
+
+    @property
+    def context(self) -> Context:
+        return self._context
+
+    @property
+    def program(self):
+        """The recorded Program (None for a sequence graph)."""
+        return self._program
+
+    @property
+    def from_sequence(self):
+        return self._sequence_keep is not None
+
+    def _replay_desc(self, bindings, params, scalars, element_count, flags, stream=None):
+        """Returns (desc, keep, keep_out, outputs, residents, imports)."""
+        keep, keep_out, residents = [], [], None
+        imports = _Imports()
+        desc = _new(GraphReplayDescStruct, flags=_unsigned(flags, 32, "flags"),
+                    element_count=_unsigned(element_count, 64, "element_count"))
+        if self.from_sequence:
+            outputs = Outputs(step.out for step in self._downloads)
+            keep_out.append(self._sequence_keep)
+        else:
+            outputs = Outputs([None] * len(self._decls))
+        if bindings is not None:
+            structs, keep, bound_out, outputs, residents, imports = _marshal_bindings(
+                self._decls, bindings, self._context, stream)
+            keep_out += bound_out
+            keep.append(structs)
+            # Non-NULL even for an empty list: "these bindings", not "keep them".
+            desc.bindings = structs
+            desc.binding_count = len(outputs)
+        elif self._imports:
+            # Foreign arrays bound earlier: their producers may have written
+            # them since; this replay waits for their streams.
+            for s in self._imports.streams():
+                self._context.wait_stream(s)
+        if params is not None:
+            words, word_count = _u32_array(params, "params")
+            keep.append(words)
+            desc.param_words = words
+            desc.param_word_count = word_count
+        if scalars is not None:
+            c_scalars, scalar_count = _scalar_array(
+                scalars, self._program.params if self._program else None, "scalars")
+            keep.append(c_scalars)
+            desc.scalars = c_scalars
+            desc.scalar_count = scalar_count
+        return desc, keep, keep_out, outputs, residents, imports
+
+    def _rebound(self, residents, imports):
+        """After a replay that passed bindings: the graph now uses these;
+        returns the foreign arrays no longer bound (to release once the
+        replay is done)."""
+        if residents is None:
+            return None
+        self._residents = residents
+        old, self._imports = self._imports, imports
+        return old
+
+    def replay(self, bindings: Optional[_Seq[Any]] = None,
+               params: Optional[Iterable[int]] = None,
+               scalars: Optional[Iterable[Union[int, float]]] = None, element_count: int = 0,
+               flags: int = 0, stream: Optional[int] = None) -> Outputs:
+        """Replays the graph and waits.
+
+        bindings: None keeps the current resident ranges (a graph without
+          HOST bindings only); else one entry per declared binding with the
+          source it was recorded with, as for Program.dispatch: host data of
+          the recorded byte lengths, or a Buffer / BufferRange /
+          (Buffer, offset, length) to bind from now on, or a foreign device
+          array (kept referenced until the next rebind or close()).
+        params: new u32 parameter words (kept for later replays); None keeps.
+        scalars: new scalar values (kept); None keeps.
+        element_count: elements the derived grid covers (1 .. capacity
+          class); 0 keeps the current count.
+        flags: 0 or DISPATCH_FLAG_DEVICE_TIMING.
+
+        Returns Outputs with .timing: per binding, the host object holding
+        its result (or None); for a sequence graph, the DOWNLOAD steps'
+        host objects in step order."""
+        desc, keep, keep_out, outputs, residents, imports = self._replay_desc(
+            bindings, params, scalars, element_count, flags, stream)
+        timing = _new(TimingStruct)
+        try:
+            _call("vyre_graph_replay", self._h(), byref(desc), byref(timing))
+        except BaseException:
+            imports.release()
+            raise
+        del keep, keep_out
+        old = self._rebound(residents, imports)
+        if old is not None:
+            old.release()  # the replay has completed
+        outputs.timing = _struct_dict(timing)
+        return outputs
+
+    def replay_async(self, bindings: Optional[_Seq[Any]] = None,
+                     params: Optional[Iterable[int]] = None,
+                     scalars: Optional[Iterable[Union[int, float]]] = None,
+                     element_count: int = 0, flags: int = 0,
+                     stream: Optional[int] = None) -> Pending:
+        """Enqueues a replay and returns a Pending at once (arguments as for
+        replay). Host inputs are read before it returns; host outputs are
+        written by Pending.wait(). A graph with HOST bindings allows one
+        unwaited asynchronous replay at a time."""
+        desc, keep, keep_out, outputs, residents, imports = self._replay_desc(
+            bindings, params, scalars, element_count, flags, stream)
+        handle = PendingHandle()
+        try:
+            _call("vyre_graph_replay_async", self._h(), byref(desc), byref(handle))
+        except BaseException:
+            imports.release()
+            raise
+        del keep
+        # Arrays this replay unbinds go when it is done (earlier replays ran
+        # before it, on the same stream).
+        old = self._rebound(residents, imports)
+        pending = Pending(handle.bits, self, keep_out, outputs, imports=old)
+        (self._imports or _Imports()).signal(self._context)
+        return pending
+
+    def info(self) -> Dict[str, Any]:
+        """dict(from_sequence, context, node_count, kernel_node_count,
+        unchanged_input_node_count, element_count, capacity_elements, replays,
+        host_input_bytes, host_output_bytes); see vyre_graph_info."""
+        info = _new(GraphInfoStruct)
+        _call("vyre_graph_info_get", self._h(), byref(info))
+        d = _struct_dict(info)
+        d["from_sequence"] = bool(info.from_sequence)
+        return d
+
+    def node_kind(self, index: int) -> Union[GraphNodeKind, int]:
+        """The GraphNodeKind of node `index` (nodes numbered in run order)."""
+        kind = _c_enum()
+        _call("vyre_graph_node_kind_get", self._h(), _unsigned(index, 64, "index"),
+              byref(kind))
+        try:
+            return GraphNodeKind(kind.value)
+        except ValueError:
+            return kind.value
+
+    def node_kinds(self) -> List[Union[GraphNodeKind, int]]:
+        """The GraphNodeKind of every node, in run order."""
+        return [self.node_kind(i) for i in range(self.info()["node_count"])]
+
+    def kernel_nodes(self) -> List[int]:
+        """Indices of the KERNEL nodes, for update_kernel_node()."""
+        return [i for i, kind in enumerate(self.node_kinds()) if kind == GraphNodeKind.KERNEL]
+
+    def update_kernel_node(self, index: int, grid: Dim3 = None,
+                           scalars: Optional[Iterable[Union[int, float]]] = None) -> None:
+        """Changes kernel node `index` for later replays without recording
+        again: its grid (1-3 sizes) and/or its scalar parameters. At least one
+        must be given."""
+        update = _new(KernelNodeUpdateStruct)
+        flags = 0
+        keep = None
+        if grid is not None:
+            flags |= KERNEL_NODE_UPDATE_GRID
+            update.grid[:] = _dim3(grid, "grid")
+        if scalars is not None:
+            flags |= KERNEL_NODE_UPDATE_SCALARS
+            keep, count = _scalar_array(
+                scalars, self._program.params if self._program else None, "scalars")
+            update.scalars = keep
+            update.scalar_count = count
+        update.flags = flags
+        _call("vyre_graph_kernel_node_update", self._h(), _unsigned(index, 64, "index"),
+              byref(update))
+        del keep
+
+    def close(self):
+        try:
+            super().close()
+        finally:
+            if self.closed:
+                self._residents = ()
+                self._sequence_keep = None
+                imports, self._imports = self._imports, None
+                if imports is not None:
+                    imports.release()
+
+
+class Step:
+    """One step of a Sequence. Build with DispatchStep, FillStep, CopyStep,
+    UploadStep or DownloadStep; group steps to repeat in a Repeat."""
+
+    kind: Any = None
+
+    def _struct(self, keep):
+        raise NotImplementedError
+
+
+def _step_range(target, offset, nbytes, what):
+    """(buffer, offset, nbytes) for a step's Buffer / BufferRange /
+    (Buffer, offset, length); offset is added to a range's own, and nbytes
+    None means to the end of the range (or buffer)."""
+    r = _resident_range(target)
+    if r is None:
+        raise TypeError(f"{what}: {type(target).__name__} is not resident memory. Fix: pass a "
+                        f"Buffer, a BufferRange or (Buffer, offset, length).")
+    start = int(r.offset) + int(offset)
+    if nbytes is None:
+        end = int(r.offset) + int(r.length) if r.length else r.buffer.nbytes
+        nbytes = max(end - start, 0)
+    return (r.buffer, _unsigned(start, 64, f"{what} offset"),
+            _unsigned(nbytes, 64, f"{what} bytes"))
+
+
+class DispatchStep(Step):
+    """Runs `program` as Program.dispatch would (same arguments), with
+    resident bindings only: move host data with UploadStep / DownloadStep.
+    Foreign device arrays are wrapped when a Sequence is built from the step
+    and stay referenced as long as the step is."""
+
+    kind = StepKind.DISPATCH
+
+    def __init__(self, program: Program, bindings: _Seq[Any], params: Iterable[int] = (),
+                 scalars: Iterable[Union[int, float]] = (), grid: Dim3 = None,
+                 block: Dim3 = None, element_count: int = 0, fixpoint_iterations: int = 1,
+                 shared_memory_bytes: int = 0, flags: int = 0,
+                 stream: Optional[int] = None) -> None:
+        self.program = program
+        self.bindings = list(bindings)
+        self._args = (params, scalars, grid, block, element_count, fixpoint_iterations,
+                      shared_memory_bytes, flags, stream)
+        self._imports: List[Buffer] = []
+
+    def _struct(self, keep):
+        desc, desc_keep, keep_out, _, imports = self.program._prepare(self.bindings,
+                                                                      *self._args)
+        self._imports.extend(imports)
+        keep += [desc, desc_keep, keep_out]  # read (and copied) by vyre_sequence_create
+        return _new(SequenceStepStruct, kind=int(self.kind),
+                    program=ProgramHandle(self.program.handle), dispatch=ctypes.pointer(desc))
+
+
+class FillStep(Step):
+    """Sets nbytes (default: to the end) of a buffer at offset to byte `value`."""
+
+    kind = StepKind.FILL
+
+    def __init__(self, target: Any, value: int = 0, nbytes: Optional[int] = None,
+                 offset: int = 0) -> None:
+        self.buffer, self.offset, self.nbytes = _step_range(target, offset, nbytes, "FillStep")
+        self.value = _unsigned(value, 32, "FillStep value")
+
+    def _struct(self, keep):
+        return _new(SequenceStepStruct, kind=int(self.kind),
+                    buffer=BufferHandle(self.buffer.handle), offset=self.offset,
+                    bytes=self.nbytes, fill_byte=self.value)
+
+
+class CopyStep(Step):
+    """Copies nbytes (default: the rest of src) from src to dst (device to
+    device; the ranges must not overlap)."""
+
+    kind = StepKind.COPY
+
+    def __init__(self, dst: Any, src: Any, nbytes: Optional[int] = None, dst_offset: int = 0,
+                 src_offset: int = 0) -> None:
+        self.src, self.src_offset, src_bytes = _step_range(src, src_offset, nbytes,
+                                                           "CopyStep src")
+        self.buffer, self.offset, self.nbytes = _step_range(dst, dst_offset, src_bytes,
+                                                            "CopyStep dst")
+
+    def _struct(self, keep):
+        return _new(SequenceStepStruct, kind=int(self.kind),
+                    buffer=BufferHandle(self.buffer.handle), offset=self.offset,
+                    bytes=self.nbytes, src_buffer=BufferHandle(self.src.handle),
+                    src_offset=self.src_offset)
+
+
+class UploadStep(Step):
+    """Copies host `data` into a buffer at offset, read when each run (or
+    replay of a recorded graph) starts. Writable C-contiguous data (a
+    bytearray, array.array, numpy array) is read in place, so changing it
+    between runs changes what is uploaded; other data is copied once here."""
+
+    kind = StepKind.UPLOAD
+
+    def __init__(self, target: Any, data: Any, offset: int = 0) -> None:
+        self._ref = _readable(data, "UploadStep data")
+        self.data = data
+        self.buffer, self.offset, self.nbytes = _step_range(target, offset, self._ref.nbytes,
+                                                            "UploadStep")
+
+    def _struct(self, keep):
+        return _new(SequenceStepStruct, kind=int(self.kind),
+                    buffer=BufferHandle(self.buffer.handle), offset=self.offset,
+                    bytes=self.nbytes, host_src=self._ref.address)
+
+
+class DownloadStep(Step):
+    """Copies bytes of a buffer at offset into host memory when each run (or
+    replay) ends. out: a writable buffer (its size is the byte count), a byte
+    count for a new bytearray, or None for the rest of the buffer. The result
+    is in .out (and in what run()/replay() return)."""
+
+    kind = StepKind.DOWNLOAD
+
+    def __init__(self, target: Any, out: Any = None, offset: int = 0) -> None:
+        if out is None:
+            _, _, out = _step_range(target, offset, None, "DownloadStep")
+        self._ref = _writable(out, "DownloadStep out")
+        self.buffer, self.offset, self.nbytes = _step_range(target, offset, self._ref.nbytes,
+                                                            "DownloadStep")
+
+    @property
+    def out(self):
+        return self._ref.owner
+
+    def _struct(self, keep):
+        return _new(SequenceStepStruct, kind=int(self.kind),
+                    buffer=BufferHandle(self.buffer.handle), offset=self.offset,
+                    bytes=self.nbytes, host_dst=self._ref.address)
+
+
+class Repeat:
+    """A block of steps a Sequence runs `count` times in a row (one block per
+    sequence)."""
+
+    def __init__(self, count: int, steps: Iterable[Step]) -> None:
+        self.count = count
+        self.steps = list(steps)
+
+
+class Sequence(_Object):
+    """Steps over resident buffers (dispatch, fill, copy, upload, download)
+    with at most one repeated block, validated once; run() runs them eagerly,
+    record() captures them as a Graph. Both give identical results.
+
+        seq = ctx.sequence([vc.UploadStep(da, a),
+                            vc.Repeat(10, [vc.DispatchStep(prog, [da, db, dout], params=[n]),
+                                           vc.CopyStep(da, dout)]),
+                            vc.DownloadStep(dout)])
+        result = seq.run()[0]
+
+    The sequence keeps its steps (their buffers, programs and host memory)
+    alive until close(); a graph recorded from it keeps them until its own
+    close()."""
+
+    _handle_type = SequenceHandle
+    _destroy = "vyre_sequence_destroy"
+    _keep: Any = None
+    _downloads: Any = ()
+
+    def __init__(self, context: Context, steps: Iterable[Union[Step, Repeat]]) -> None:
+        super().__init__(0, context)
+        flat: List[Step] = []
+        repeat_first = repeat_step_count = repeat_count = 0
+        seen_repeat = False
+        for item in steps:
+            if isinstance(item, Repeat):
+                if seen_repeat:
+                    raise ValueError("Sequence: more than one Repeat block. Fix: a sequence "
+                                     "repeats one block; build a second sequence for another.")
+                seen_repeat = True
+                repeat_first, repeat_step_count = len(flat), len(item.steps)
+                repeat_count = _unsigned(item.count, 32, "Repeat count")
+                for inner in item.steps:
+                    if not isinstance(inner, Step):
+                        raise TypeError(f"Sequence: a Repeat holds {type(inner).__name__}. "
+                                        f"Fix: repeat steps (DispatchStep, FillStep, ...), "
+                                        f"not nested blocks.")
+                    flat.append(inner)
+            elif isinstance(item, Step):
+                flat.append(item)
+            else:
+                raise TypeError(f"Sequence: {type(item).__name__} is not a step. Fix: pass "
+                                f"DispatchStep, FillStep, CopyStep, UploadStep, DownloadStep "
+                                f"or Repeat objects.")
+        keep: List[Any] = []
+        structs = (SequenceStepStruct * max(len(flat), 1))()
+        for i, step in enumerate(flat):
+            structs[i] = step._struct(keep)
+        desc = _new(SequenceDescStruct, repeat_count=repeat_count,
+                    steps=structs if flat else None, step_count=len(flat),
+                    repeat_first=repeat_first, repeat_step_count=repeat_step_count)
+        handle = SequenceHandle()
+        _call("vyre_sequence_create", context._h(), byref(desc), byref(handle))
+        del keep  # the dispatch descriptors were copied
+        self._bits = handle.bits
+        self.steps = flat
+        # The steps hold the buffers, programs and host memory the library uses.
+        self._keep = [flat]
+        self._downloads = [step for step in flat if isinstance(step, DownloadStep)]
+
+    @property
+    def context(self) -> Context:
+        return self._context
+
+    def run(self) -> Outputs:
+        """Runs the steps and waits. Returns Outputs: the DOWNLOAD steps'
+        host objects in step order, with .timing."""
+        timing = _new(TimingStruct)
+        _call("vyre_sequence_run", self._h(), byref(timing))
+        outputs = Outputs(step.out for step in self._downloads)
+        outputs.timing = _struct_dict(timing)
+        return outputs
+
+    def record(self) -> Graph:
+        """Captures the whole sequence as one Graph; replay it with replay()."""
+        handle = GraphHandle()
+        _call("vyre_sequence_record", self._h(), byref(handle))
+        return Graph._of_sequence(handle.bits, self)
+
+    def close(self):
+        try:
+            super().close()
+        finally:
+            if self.closed:
+                self._keep = None
