@@ -11,7 +11,6 @@ const char* HandleTypeName(HandleType type) {
     case HandleType::kGraph: return "graph";
     case HandleType::kSequence: return "sequence";
     case HandleType::kEgraphImage: return "e-graph image";
-    case HandleType::kHostMemory: return "pinned host memory";
   }
   return "unknown";
 }
@@ -25,7 +24,6 @@ const char* HandleTypeMaker(HandleType type) {
     case HandleType::kGraph: return "vyre_graph_record";
     case HandleType::kSequence: return "vyre_sequence_create";
     case HandleType::kEgraphImage: return "vyre_egraph_image_create";
-    case HandleType::kHostMemory: return "vyre_host_alloc";
   }
   return "the matching create function";
 }

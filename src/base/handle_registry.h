@@ -45,8 +45,6 @@ enum class HandleType : uint8_t {
   kGraph = 0x05,
   kSequence = 0x06,
   kEgraphImage = 0x07,
-  // Not a handle: pinned host memory a context owns, named by its address.
-  kHostMemory = 0x08,
 };
 
 const char* HandleTypeName(HandleType type);
