@@ -4,33 +4,12 @@
 //! test runs itself again in a child with
 //! VYRE_CUDA_DRIVER_LIBRARY=/nonexistent/libcuda.so.1.
 
-use std::process::Command;
+mod common;
 
 use vyre_cuda::{sys, Context, EgraphImage, EgraphNodes, Rebuild, Status};
 
-const CHILD: &str = "VYRE_CUDA_RUST_TEST_CHILD";
-
 fn in_child(test: &str) -> bool {
-    if std::env::var(CHILD).as_deref() == Ok(test) {
-        return true;
-    }
-    let out = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", test, "--nocapture", "--test-threads=1"])
-        .env(CHILD, test)
-        .env("VYRE_CUDA_DRIVER_LIBRARY", "/nonexistent/libcuda.so.1")
-        .output()
-        .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(out.status.success(), "the child failed:\n{text}");
-    assert!(
-        text.contains(&format!("CHILD-DONE {test}")),
-        "the child ran nothing:\n{text}"
-    );
-    false
+    common::in_child(test, "VYRE_CUDA_DRIVER_LIBRARY", "/nonexistent/libcuda.so.1")
 }
 
 fn assert_no_driver<T: std::fmt::Debug>(what: &str, r: vyre_cuda::Result<T>) {

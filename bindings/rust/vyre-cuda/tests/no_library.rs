@@ -4,33 +4,16 @@
 //! test runs itself again in a child with
 //! VYRE_CUDA_LIBRARY=/nonexistent/libvyre_cuda.so.0.
 
-use std::process::Command;
+mod common;
 
 use vyre_cuda::{Context, EgraphImage, EgraphNodes, Status};
 
-const CHILD: &str = "VYRE_CUDA_RUST_TEST_CHILD";
 const MISSING: &str = "/nonexistent/libvyre_cuda.so.0";
 
 #[test]
 fn a_missing_library_is_an_error_with_a_fix() {
     const TEST: &str = "a_missing_library_is_an_error_with_a_fix";
-    if std::env::var(CHILD).as_deref() != Ok(TEST) {
-        let out = Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", TEST, "--nocapture", "--test-threads=1"])
-            .env(CHILD, TEST)
-            .env("VYRE_CUDA_LIBRARY", MISSING)
-            .output()
-            .unwrap();
-        let text = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        assert!(out.status.success(), "the child failed:\n{text}");
-        assert!(
-            text.contains("CHILD-DONE"),
-            "the child ran nothing:\n{text}"
-        );
+    if !common::in_child(TEST, "VYRE_CUDA_LIBRARY", MISSING) {
         return;
     }
     let check = |what: &str, e: vyre_cuda::Error| {
@@ -72,5 +55,5 @@ fn a_missing_library_is_an_error_with_a_fix() {
         Status::from_raw(vyre_cuda::LIBRARY_NOT_LOADED),
         Some(Status::LibraryNotLoaded)
     );
-    println!("CHILD-DONE");
+    println!("CHILD-DONE {TEST}");
 }

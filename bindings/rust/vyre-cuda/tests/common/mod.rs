@@ -256,3 +256,34 @@ pub fn assert_no_misuse() {
         );
     }
 }
+
+/// The environment variable that marks a test's re-run in a child process.
+const CHILD: &str = "VYRE_CUDA_RUST_TEST_CHILD";
+
+/// Runs test `test` again in a child process of this test binary with
+/// `var=value` set (the library and the driver are loaded once per process,
+/// so a process that must lack one is a new one), and checks that the child
+/// passed and printed `CHILD-DONE <test>`. True in the child, where the test
+/// goes on; false in the parent, whose work is then done.
+pub fn in_child(test: &str, var: &str, value: &str) -> bool {
+    if std::env::var(CHILD).as_deref() == Ok(test) {
+        return true;
+    }
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", test, "--nocapture", "--test-threads=1"])
+        .env(CHILD, test)
+        .env(var, value)
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "the child failed:\n{text}");
+    assert!(
+        text.contains(&format!("CHILD-DONE {test}")),
+        "the child ran nothing:\n{text}"
+    );
+    false
+}
