@@ -1030,8 +1030,14 @@ typedef struct vyre_egraph_image_desc {
   /** CPU: worker threads (0 = every core, 1 = single-threaded). */
   uint32_t cpu_threads;
   uint32_t reserved0;
+  /** Optional room reserved for vyre_egraph_image_append (0: exactly the
+   *  counts above; a smaller value than the count is taken as the count).
+   *  Appends past the capacity grow it to the next power of two. */
+  uint64_t row_capacity;
+  uint64_t class_capacity;
+  uint64_t child_capacity;
 } vyre_egraph_image_desc;
-#define VYRE_EGRAPH_IMAGE_DESC_INIT {sizeof(vyre_egraph_image_desc), VYRE_EGRAPH_DEVICE_GPU, {0}, 0, 0, 0, NULL, NULL, NULL, NULL, NULL, NULL, 0, 0}
+#define VYRE_EGRAPH_IMAGE_DESC_INIT {sizeof(vyre_egraph_image_desc), VYRE_EGRAPH_DEVICE_GPU, {0}, 0, 0, 0, NULL, NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0}
 
 /** Validates the columns (equal row counts, every child range inside
  *  `children`, class ids below class_count, sizes that fit) and builds an
@@ -1077,8 +1083,16 @@ typedef struct vyre_egraph_image_info {
   uint64_t canonical_class_count;
   /** Device (GPU) or host (CPU) bytes the image and its scratch hold. */
   uint64_t bytes;
+  /** Rows, classes and children the image holds before an append must grow
+   *  it (copying its rows device to device; see vyre_egraph_image_append). */
+  uint64_t row_capacity;
+  uint64_t class_capacity;
+  uint64_t child_capacity;
+  /** Classes whose canonical class the last rebuild changed
+   *  (vyre_egraph_changed_read). */
+  uint64_t changed_class_count;
 } vyre_egraph_image_info;
-#define VYRE_EGRAPH_IMAGE_INFO_INIT {sizeof(vyre_egraph_image_info), VYRE_EGRAPH_DEVICE_GPU, {0}, 0, 0, 0, 0, 0}
+#define VYRE_EGRAPH_IMAGE_INFO_INIT {sizeof(vyre_egraph_image_info), VYRE_EGRAPH_DEVICE_GPU, {0}, 0, 0, 0, 0, 0, 0, 0, 0, 0}
 
 /** Describes an image. out->struct_size must be set. */
 VYRE_API vyre_status vyre_egraph_image_info_get(vyre_egraph_image image,
@@ -1116,15 +1130,24 @@ typedef struct vyre_egraph_rebuild_result {
   /** Distinct canonical classes before the unions and after the rebuild. */
   uint64_t classes_before;
   uint64_t classes_after;
-  /** Row visits over all rounds (the first round visits every row; later
-   *  ones only rows whose children changed class). */
+  /** Row visits over all rounds. A full round (the first rebuild of an
+   *  image, VYRE_EGRAPH_REBUILD_RESET, or after a pass or a column write)
+   *  visits every row; an incremental round only the rows appended since the
+   *  last rebuild and the rows with a child whose class was merged. */
   uint64_t rows_visited;
   /** Device time of the rebuild (VYRE_EGRAPH_REBUILD_DEVICE_TIMING), and
    *  host time from the call to the end of the wait. */
   uint64_t device_ns;
   uint64_t wall_ns;
+  /** Classes whose canonical class this rebuild changed (its unions
+   *  included); vyre_egraph_changed_read lists them. */
+  uint64_t changed_class_count;
+  /** Rounds that visited every row (0 for a rebuild that was incremental
+   *  throughout). */
+  uint32_t full_rounds;
+  uint32_t reserved0;
 } vyre_egraph_rebuild_result;
-#define VYRE_EGRAPH_REBUILD_RESULT_INIT {sizeof(vyre_egraph_rebuild_result), 0, 0, 0, 0, 0, 0, 0, 0}
+#define VYRE_EGRAPH_REBUILD_RESULT_INIT {sizeof(vyre_egraph_rebuild_result), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
 
 typedef struct vyre_egraph_rebuild_desc {
   uint32_t struct_size;
@@ -1159,6 +1182,62 @@ VYRE_API vyre_status vyre_egraph_rebuild(vyre_egraph_image image,
 VYRE_API vyre_status vyre_egraph_rebuild_async(vyre_egraph_image image,
                                                const vyre_egraph_rebuild_desc* desc,
                                                vyre_pending* out);
+
+/* --- Growing images ----------------------------------------------------
+ *
+ * A saturation loop (match, add e-nodes, union, rebuild, repeat) grows its
+ * e-graph in place: vyre_egraph_image_append adds rows and classes, and the
+ * next rebuild is incremental. It visits the appended rows and, through a
+ * parent index kept with the image (class -> rows that name it as a child),
+ * only the rows whose children's classes the unions and merges changed,
+ * keeping the canonical forms of every other row from the rebuilds before
+ * (egg's worklist). Its partition is the one a rebuild of everything at once
+ * finds. vyre_egraph_changed_read then lists the classes whose canonical
+ * class changed, so an e-matcher updates its own indices from them alone.
+ */
+
+typedef struct vyre_egraph_append_desc {
+  uint32_t struct_size;
+  uint32_t reserved0;
+  /** New classes, numbered from the image's class_count on; each starts
+   *  alone. */
+  uint64_t class_count;
+  /** Rows (e-nodes) to append, after the image's rows. */
+  uint64_t row_count;
+  /** Entries of `children`. */
+  uint64_t child_count;
+  /** row_count entries each, as at creation; row_classes and children may
+   *  name any class below the image's class_count plus this class_count.
+   *  child_offsets index this desc's `children` (from 0, in row order). */
+  const uint32_t* row_classes;
+  const uint32_t* row_ops;
+  const uint32_t* child_offsets;
+  const uint32_t* child_lengths;
+  /** Optional (NULL: computed), as at creation. */
+  const uint32_t* row_signatures;
+  const uint32_t* children;
+} vyre_egraph_append_desc;
+#define VYRE_EGRAPH_APPEND_DESC_INIT {sizeof(vyre_egraph_append_desc), 0, 0, 0, 0, NULL, NULL, NULL, NULL, NULL, NULL}
+
+/** Appends classes and rows to an image in place. The new rows are validated
+ *  as at creation (class ids, child ranges inside the desc's children); a
+ *  refused append changes nothing. Within the image's capacity only the new
+ *  rows are copied; past it the image grows to the next power of two of
+ *  what it needs, copying its columns device to device (never re-uploading
+ *  them), and the union-find and the canonical classes are kept. The next
+ *  rebuild visits the new rows. INVALID_STATE while an asynchronous rebuild
+ *  of the image is unwaited. */
+VYRE_API vyre_status vyre_egraph_image_append(vyre_egraph_image image,
+                                              const vyre_egraph_append_desc* desc);
+
+/** The classes whose canonical class the image's last rebuild changed, as
+ *  pairs (class, new canonical class), 2 u32 each, sorted by class: room for
+ *  pair_capacity pairs in `pairs` (NULL with capacity 0 asks the count).
+ *  *out_pair_count receives the count; if it exceeds pair_capacity nothing
+ *  is written and the call is OUT_OF_RANGE, naming the room needed. With
+ *  VYRE_EGRAPH_REBUILD_RESET the rebuild's start is every class alone. */
+VYRE_API vyre_status vyre_egraph_changed_read(vyre_egraph_image image, uint32_t* pairs,
+                                              uint64_t pair_capacity, uint64_t* out_pair_count);
 
 #ifdef __cplusplus
 } /* extern "C" */

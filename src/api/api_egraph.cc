@@ -37,7 +37,8 @@ VYRE_API vyre_status vyre_egraph_image_create(const vyre_egraph_image_desc* desc
     VYRE_RETURN_IF_ERROR(vyre::RequireOut(what, out, "out"));
     out->bits = 0;
     vyre_egraph_image_desc d;
-    VYRE_RETURN_IF_ERROR(vyre::ReadDescriptor(what, "vyre_egraph_image_desc", desc, &d));
+    VYRE_RETURN_IF_ERROR(vyre::ReadDescriptor(what, "vyre_egraph_image_desc", desc, &d,
+                                              offsetof(vyre_egraph_image_desc, row_capacity)));
     VYRE_ASSIGN_OR_RETURN(std::shared_ptr<vyre::EgraphImage> image,
                           vyre::EgraphImage::Create(d, what));
     vyre::Context* ctx = image->context();
@@ -86,9 +87,31 @@ VYRE_API vyre_status vyre_egraph_image_info_get(vyre_egraph_image image,
   const char* what = "vyre_egraph_image_info_get";
   return vyre::ApiCall(what, [&]() -> absl::Status {
     VYRE_ASSIGN_OR_RETURN(std::shared_ptr<vyre::EgraphImage> im, vyre::LookupImage(image, what));
-    VYRE_RETURN_IF_ERROR(vyre::CheckOutStruct(what, "vyre_egraph_image_info", out));
+    VYRE_RETURN_IF_ERROR(vyre::CheckOutStruct(what, "vyre_egraph_image_info", out, vyre::kEgraphInfoV1));
     VYRE_ASSIGN_OR_RETURN(vyre_egraph_image_info info, im->Info(what));
-    return vyre::WriteOutStruct(what, "vyre_egraph_image_info", out, info);
+    return vyre::WriteOutStruct(what, "vyre_egraph_image_info", out, info, vyre::kEgraphInfoV1);
+  });
+}
+
+VYRE_API vyre_status vyre_egraph_image_append(vyre_egraph_image image,
+                                              const vyre_egraph_append_desc* desc) {
+  const char* what = "vyre_egraph_image_append";
+  return vyre::ApiCall(what, [&]() -> absl::Status {
+    VYRE_ASSIGN_OR_RETURN(std::shared_ptr<vyre::EgraphImage> im, vyre::LookupImage(image, what));
+    vyre_egraph_append_desc d;
+    VYRE_RETURN_IF_ERROR(vyre::ReadDescriptor(what, "vyre_egraph_append_desc", desc, &d));
+    return im->Append(d, what);
+  });
+}
+
+VYRE_API vyre_status vyre_egraph_changed_read(vyre_egraph_image image, uint32_t* pairs,
+                                              uint64_t pair_capacity, uint64_t* out_pair_count) {
+  const char* what = "vyre_egraph_changed_read";
+  return vyre::ApiCall(what, [&]() -> absl::Status {
+    VYRE_RETURN_IF_ERROR(vyre::RequireOut(what, out_pair_count, "out_pair_count"));
+    *out_pair_count = 0;
+    VYRE_ASSIGN_OR_RETURN(std::shared_ptr<vyre::EgraphImage> im, vyre::LookupImage(image, what));
+    return im->ReadChanged(pairs, pair_capacity, out_pair_count, what);
   });
 }
 
@@ -112,18 +135,20 @@ VYRE_API vyre_status vyre_egraph_rebuild(vyre_egraph_image image,
     vyre_egraph_rebuild_desc d;
     VYRE_RETURN_IF_ERROR(vyre::ReadRebuildDesc(what, desc, &d));
     if (out != nullptr) {
-      VYRE_RETURN_IF_ERROR(vyre::CheckOutStruct(what, "vyre_egraph_rebuild_result", out));
+      VYRE_RETURN_IF_ERROR(vyre::CheckOutStruct(what, "vyre_egraph_rebuild_result", out, vyre::kRebuildResultV1));
     }
     // Checked before anything merges: a refused call changes nothing.
     if (d.result_out != nullptr) {
       VYRE_RETURN_IF_ERROR(
-          vyre::CheckOutStruct(what, "vyre_egraph_rebuild_result", d.result_out));
+          vyre::CheckOutStruct(what, "vyre_egraph_rebuild_result", d.result_out,
+                               vyre::kRebuildResultV1));
     }
     vyre::EgraphRebuild rebuild(std::move(im), /*synchronous=*/true);
     VYRE_RETURN_IF_ERROR(rebuild.Start(d, what));
     VYRE_RETURN_IF_ERROR(rebuild.Wait(VYRE_WAIT_FOREVER, what));
     if (out == nullptr) return absl::OkStatus();
-    return vyre::WriteOutStruct(what, "vyre_egraph_rebuild_result", out, rebuild.result());
+    return vyre::WriteOutStruct(what, "vyre_egraph_rebuild_result", out, rebuild.result(),
+                                vyre::kRebuildResultV1);
   });
 }
 
@@ -139,7 +164,8 @@ VYRE_API vyre_status vyre_egraph_rebuild_async(vyre_egraph_image image,
     VYRE_RETURN_IF_ERROR(vyre::ReadRebuildDesc(what, desc, &d));
     if (d.result_out != nullptr) {
       VYRE_RETURN_IF_ERROR(
-          vyre::CheckOutStruct(what, "vyre_egraph_rebuild_result", d.result_out));
+          vyre::CheckOutStruct(what, "vyre_egraph_rebuild_result", d.result_out,
+                               vyre::kRebuildResultV1));
     }
     vyre::Context* ctx = im->context();
     auto rebuild = std::make_shared<vyre::EgraphRebuild>(std::move(im), /*synchronous=*/false);

@@ -94,4 +94,60 @@ absl::Status CheckChildRanges(const uint32_t* offsets, const uint32_t* lengths, 
   return absl::OkStatus();
 }
 
+absl::Status CheckAppendShape(const vyre_egraph_append_desc& d, uint64_t rows, uint64_t classes,
+                              uint64_t children, const char* what) {
+  // Each count is below 2^62 when it passes, so the sums cannot wrap.
+  if (d.row_count > kMaxRows || rows + d.row_count > kMaxRows) {
+    return Errorf(VYRE_STATUS_LIMIT_EXCEEDED,
+                  "%s: %u rows after %u appended rows are more than an image holds (2^30). Fix: "
+                  "split the e-graph, or rebuild it in parts.",
+                  what, rows, d.row_count);
+  }
+  if (d.class_count > UINT32_MAX || classes + d.class_count > UINT32_MAX) {
+    return Errorf(VYRE_STATUS_LIMIT_EXCEEDED,
+                  "%s: %u classes and %u new ones do not fit the u32 class ids (at most 2^32 - "
+                  "1). Fix: start a new image for the e-graph's next part.",
+                  what, classes, d.class_count);
+  }
+  if (d.child_count > UINT32_MAX || children + d.child_count > UINT32_MAX) {
+    return Errorf(VYRE_STATUS_LIMIT_EXCEEDED,
+                  "%s: %u children and %u new ones do not fit the u32 child offsets (at most "
+                  "2^32 - 1). Fix: start a new image for the e-graph's next part.",
+                  what, children, d.child_count);
+  }
+  if (d.row_count > 0 && classes + d.class_count == 0) {
+    return Errorf(VYRE_STATUS_INVALID_ARGUMENT,
+                  "%s: %u rows but the image has no class and the append adds none, so no row "
+                  "can name its class. Fix: pass the new classes in class_count.",
+                  what, d.row_count);
+  }
+  struct {
+    const void* pointer;
+    uint64_t count;
+    const char* name;
+  } columns[] = {
+      {d.row_classes, d.row_count, "row_classes"},     {d.row_ops, d.row_count, "row_ops"},
+      {d.child_offsets, d.row_count, "child_offsets"}, {d.child_lengths, d.row_count, "child_lengths"},
+      {d.children, d.child_count, "children"},
+  };
+  for (const auto& c : columns) {
+    if (c.count > 0 && c.pointer == nullptr) {
+      return Errorf(VYRE_STATUS_INVALID_ARGUMENT,
+                    "%s: %s is NULL but %u entries are declared. Fix: pass the column (one u32 "
+                    "per entry).",
+                    what, c.name, c.count);
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckAppendValues(const vyre_egraph_append_desc& d, uint64_t class_total,
+                               const char* what) {
+  VYRE_RETURN_IF_ERROR(
+      CheckClassIds(d.row_classes, d.row_count, 0, class_total, "row_classes", what));
+  VYRE_RETURN_IF_ERROR(CheckClassIds(d.children, d.child_count, 0, class_total, "children", what));
+  return CheckChildRanges(d.child_offsets, d.child_lengths, d.row_count, 0, d.child_count, 0,
+                          d.child_count, what);
+}
+
 }  // namespace vyre::egraph

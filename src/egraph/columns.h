@@ -30,6 +30,18 @@ absl::Status CheckChildRanges(const uint32_t* offsets, const uint32_t* lengths, 
                               uint64_t first, uint64_t child_count, uint64_t previous_end,
                               uint64_t next_offset, const char* what);
 
+// Checks an append's counts and pointers (not the values) against an image
+// of `rows` rows, `classes` classes and `children` children: the totals
+// after it must fit the image's limits.
+absl::Status CheckAppendShape(const vyre_egraph_append_desc& desc, uint64_t rows,
+                              uint64_t classes, uint64_t children, const char* what);
+
+// Checks an append's values on the host: class ids below `class_total` (the
+// class count after the append) and child ranges inside desc.children.
+// Indices in the messages are the desc's.
+absl::Status CheckAppendValues(const vyre_egraph_append_desc& desc, uint64_t class_total,
+                               const char* what);
+
 }  // namespace vyre::egraph
 
 #endif  // VYRE_EGRAPH_COLUMNS_H_

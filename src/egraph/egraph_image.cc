@@ -63,16 +63,6 @@ absl::Status LayoutOverflow(const char* what) {
                 what);
 }
 
-// A host hash of one row as given (CPU images compute their signatures here).
-uint32_t RowSignature(uint32_t op, const uint32_t* kids, uint32_t len) {
-  uint64_t h = 0x9E3779B97F4A7C15ull ^ (uint64_t{op} << 32 | len);
-  for (uint32_t i = 0; i < len; ++i) h = (h ^ kids[i]) * 0x100000001B3ull;
-  h ^= h >> 33;
-  h *= 0xFF51AFD7ED558CCDull;
-  h ^= h >> 33;
-  return static_cast<uint32_t>(h);
-}
-
 const char* ColumnName(uint32_t column) {
   switch (column) {
     case VYRE_EGRAPH_COLUMN_ROW_CLASSES: return "ROW_CLASSES";
@@ -162,34 +152,13 @@ absl::StatusOr<std::shared_ptr<EgraphImage>> EgraphImage::Create(
   image->classes_ = desc.class_count;
   image->child_count_ = desc.child_count;
   image->canonical_classes_ = desc.class_count;
-  image->cpu_threads_ = desc.cpu_threads;
   if (context) {
     image->context_ = std::move(context);
     VYRE_RETURN_IF_ERROR(image->CreateOnDevice(desc, what));
     image->context_->telemetry().h2d_operations.Add(desc.row_signatures ? 6 : 5);
     return image;
   }
-  const uint64_t rows = desc.row_count;
-  auto copy = [](const uint32_t* from, uint64_t n, std::vector<uint32_t>* to) {
-    to->assign(from, from + n);
-  };
-  copy(desc.row_classes, rows, &image->row_classes_);
-  copy(desc.row_ops, rows, &image->row_ops_);
-  copy(desc.child_offsets, rows, &image->child_offsets_);
-  copy(desc.child_lengths, rows, &image->child_lengths_);
-  copy(desc.children, desc.child_count, &image->children_);
-  if (desc.row_signatures != nullptr) {
-    copy(desc.row_signatures, rows, &image->signatures_);
-  } else {
-    image->signatures_.resize(rows);
-    for (uint64_t r = 0; r < rows; ++r) {
-      image->signatures_[r] =
-          RowSignature(desc.row_ops[r], desc.children + desc.child_offsets[r],
-                       desc.child_lengths[r]);
-    }
-  }
-  image->parent_.resize(desc.class_count);
-  std::iota(image->parent_.begin(), image->parent_.end(), 0u);
+  image->host_ = std::make_unique<egraph::HostImage>(desc);
   return image;
 }
 
@@ -458,18 +427,6 @@ uint64_t EgraphImage::ColumnOffset(uint32_t column) const {
   }
 }
 
-std::vector<uint32_t>* EgraphImage::HostColumn(uint32_t column) {
-  switch (column) {
-    case VYRE_EGRAPH_COLUMN_ROW_CLASSES: return &row_classes_;
-    case VYRE_EGRAPH_COLUMN_ROW_OPS: return &row_ops_;
-    case VYRE_EGRAPH_COLUMN_CHILD_OFFSETS: return &child_offsets_;
-    case VYRE_EGRAPH_COLUMN_CHILD_LENGTHS: return &child_lengths_;
-    case VYRE_EGRAPH_COLUMN_ROW_SIGNATURES: return &signatures_;
-    case VYRE_EGRAPH_COLUMN_CHILDREN: return &children_;
-    default: return &parent_;
-  }
-}
-
 namespace {
 
 absl::Status CheckColumnRange(const char* what, uint32_t column, uint64_t first, uint64_t count,
@@ -504,8 +461,7 @@ absl::Status EgraphImage::Read(uint32_t column, uint64_t first, uint64_t count, 
       CheckColumnRange(what, column, first, count, ColumnEntries(column), dst, "dst"));
   if (count == 0) return absl::OkStatus();
   if (!gpu()) {
-    const std::vector<uint32_t>& from = *HostColumn(column);
-    std::memcpy(dst, from.data() + first, count * 4);
+    std::memcpy(dst, host_->Column(column).data() + first, count * 4);
     return absl::OkStatus();
   }
   Context& ctx = *context_;
@@ -553,8 +509,10 @@ absl::Status EgraphImage::Write(uint32_t column, uint64_t first, uint64_t count,
     const uint64_t hi = std::min(first + count + 1, rows_);
     std::vector<uint32_t> off(hi - lo), len(hi - lo);
     if (ctx == nullptr) {
-      std::copy(child_offsets_.begin() + lo, child_offsets_.begin() + hi, off.begin());
-      std::copy(child_lengths_.begin() + lo, child_lengths_.begin() + hi, len.begin());
+      const auto& offsets = host_->Column(VYRE_EGRAPH_COLUMN_CHILD_OFFSETS);
+      const auto& lengths = host_->Column(VYRE_EGRAPH_COLUMN_CHILD_LENGTHS);
+      std::copy(offsets.begin() + lo, offsets.begin() + hi, off.begin());
+      std::copy(lengths.begin() + lo, lengths.begin() + hi, len.begin());
     } else {
       for (auto [col, to] : {std::pair{uint32_t{VYRE_EGRAPH_COLUMN_CHILD_OFFSETS}, &off},
                              std::pair{uint32_t{VYRE_EGRAPH_COLUMN_CHILD_LENGTHS}, &len}}) {
@@ -573,7 +531,7 @@ absl::Status EgraphImage::Write(uint32_t column, uint64_t first, uint64_t count,
                                                   child_count_, previous_end, next_offset, what));
   }
   if (ctx == nullptr) {
-    std::copy(src, src + count, HostColumn(column)->begin() + first);
+    host_->Write(column, first, count, src);
     return absl::OkStatus();
   }
   if (column == VYRE_EGRAPH_COLUMN_ROW_CLASSES || column == VYRE_EGRAPH_COLUMN_ROW_OPS ||
@@ -601,9 +559,17 @@ absl::StatusOr<vyre_egraph_image_info> EgraphImage::Info(const char* what) {
   info.child_count = child_count_;
   info.canonical_class_count = canonical_classes_;
   if (gpu()) {
-    info.bytes = slab_.bytes() + scratch_.bytes() + pass_scratch_.bytes();
+    info.bytes = slab_.bytes() + scratch_.bytes() + pass_scratch_.bytes() + index_bytes();
+    info.row_capacity = row_capacity_;
+    info.class_capacity = class_capacity_;
+    info.child_capacity = child_capacity_;
+    info.changed_class_count = changed_count_;
   } else {
-    info.bytes = (rows_ * 5 + child_count_ + classes_) * 4;
+    info.bytes = host_->bytes();
+    info.row_capacity = host_->row_capacity();
+    info.class_capacity = host_->class_capacity();
+    info.child_capacity = host_->child_capacity();
+    info.changed_class_count = host_->changed().size();
   }
   return info;
 }
@@ -727,16 +693,7 @@ absl::Status EgraphImage::Pass(uint32_t* pairs, uint64_t capacity, uint64_t* out
   std::vector<std::pair<uint32_t, uint32_t>> found;
   uint64_t count = 0;
   if (!gpu()) {
-    egraph::HostColumns g;
-    g.rows = rows_;
-    g.classes = classes_;
-    g.child_count = child_count_;
-    g.row_classes = row_classes_.data();
-    g.row_ops = row_ops_.data();
-    g.child_offsets = child_offsets_.data();
-    g.child_lengths = child_lengths_.data();
-    g.children = children_.data();
-    found = egraph::CpuCongruencePairs(g, parent_.data(), cpu_threads_);
+    found = host_->Pass();
     count = found.size();
   } else {
     Context& ctx = *context_;
@@ -807,6 +764,66 @@ absl::Status EgraphImage::Pass(uint32_t* pairs, uint64_t capacity, uint64_t* out
   auto* begin = reinterpret_cast<std::array<uint32_t, 2>*>(pairs);
   std::sort(begin, begin + count);
   return absl::OkStatus();
+}
+
+absl::Status EgraphImage::Append(const vyre_egraph_append_desc& d, const char* what) {
+  std::lock_guard lock(mu_);
+  VYRE_RETURN_IF_ERROR(CheckIdle(what));
+  VYRE_RETURN_IF_ERROR(egraph::CheckAppendShape(d, rows_, classes_, child_count_, what));
+  if (gpu()) {
+    VYRE_RETURN_IF_ERROR(AppendOnDevice(d, what));
+  } else {
+    VYRE_RETURN_IF_ERROR(egraph::CheckAppendValues(d, classes_ + d.class_count, what));
+    host_->Append(d);
+  }
+  rows_ += d.row_count;
+  classes_ += d.class_count;
+  child_count_ += d.child_count;
+  canonical_classes_ += d.class_count;
+  return absl::OkStatus();
+}
+
+absl::Status EgraphImage::ReadChanged(uint32_t* pairs, uint64_t capacity, uint64_t* out_count,
+                                      const char* what) {
+  std::lock_guard lock(mu_);
+  VYRE_RETURN_IF_ERROR(CheckIdle(what));
+  if (capacity > 0 && pairs == nullptr) {
+    return Errorf(VYRE_STATUS_INVALID_ARGUMENT,
+                  "%s: pairs is NULL but pair_capacity is %u. Fix: pass room for 2 u32 per pair, "
+                  "or NULL with capacity 0 to ask the count.",
+                  what, capacity);
+  }
+  const uint64_t count = gpu() ? changed_count_ : host_->changed().size();
+  *out_count = count;
+  if (capacity == 0 && pairs == nullptr) return absl::OkStatus();
+  if (count > capacity) {
+    return Errorf(VYRE_STATUS_OUT_OF_RANGE,
+                  "%s: the last rebuild changed %u classes but pairs has room for %u; nothing was "
+                  "written. Fix: pass room for at least %u pairs (capacity 0 with NULL asks the "
+                  "count).",
+                  what, count, capacity, count);
+  }
+  if (count == 0) return absl::OkStatus();
+  if (!gpu()) {
+    const auto& changed = host_->changed();
+    for (uint64_t i = 0; i < count; ++i) {
+      pairs[2 * i] = changed[i].first;
+      pairs[2 * i + 1] = changed[i].second;
+    }
+    return absl::OkStatus();
+  }
+  return ReadChangedOnDevice(pairs, count, what);
+}
+
+absl::Status EgraphImage::AppendOnDevice(const vyre_egraph_append_desc& d, const char* what) {
+  (void)d;
+  return Errorf(VYRE_STATUS_INTERNAL, "%s: not yet. Fix: wait.", what);
+}
+
+absl::Status EgraphImage::ReadChangedOnDevice(uint32_t* pairs, uint64_t count, const char* what) {
+  (void)pairs;
+  (void)count;
+  return Errorf(VYRE_STATUS_INTERNAL, "%s: not yet. Fix: wait.", what);
 }
 
 HandleRegistry<EgraphImage>& EgraphImages() {

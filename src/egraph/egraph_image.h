@@ -14,6 +14,7 @@
 
 #include "absl/status/statusor.h"
 #include "base/handle_registry.h"
+#include "egraph/host_image.h"
 #include "kernels/egraph_args.h"
 #include "runtime/context/context.h"
 #include "runtime/transfer/memory.h"
@@ -23,6 +24,10 @@
 namespace vyre {
 
 class EgraphRebuild;
+
+// Version 1 of the structs that grew (callers built against it still work).
+inline constexpr size_t kEgraphInfoV1 = offsetof(vyre_egraph_image_info, row_capacity);
+inline constexpr size_t kRebuildResultV1 = offsetof(vyre_egraph_rebuild_result, changed_class_count);
 
 // Byte offsets of the slab's spans (256-byte aligned) and their entries.
 struct EgraphLayout {
@@ -68,6 +73,9 @@ class EgraphImage {
                      const char* what);
   absl::StatusOr<vyre_egraph_image_info> Info(const char* what);
   absl::Status Pass(uint32_t* pairs, uint64_t capacity, uint64_t* out_count, const char* what);
+  absl::Status Append(const vyre_egraph_append_desc& desc, const char* what);
+  absl::Status ReadChanged(uint32_t* pairs, uint64_t capacity, uint64_t* out_count,
+                           const char* what);
 
   // Rebuilds run through EgraphRebuild, which holds mutex() and the image.
   std::mutex& mutex() { return mu_; }
@@ -81,6 +89,9 @@ class EgraphImage {
   EgraphImage() = default;
 
   absl::Status CreateOnDevice(const vyre_egraph_image_desc& desc, const char* what);
+  absl::Status AppendOnDevice(const vyre_egraph_append_desc& desc, const char* what);
+  absl::Status ReadChangedOnDevice(uint32_t* pairs, uint64_t count, const char* what);
+  uint64_t index_bytes() const { return 0; }
   absl::Status LoadKernels(const char* what);
   // Sizes the bucketed pass for the image's rows and the device.
   absl::Status PlanBuckets(const char* what);
@@ -106,21 +117,20 @@ class EgraphImage {
   absl::Status ReadCounters(VyreEgCounters* out, const char* what);
   uint64_t ColumnEntries(uint32_t column) const;
   uint64_t ColumnOffset(uint32_t column) const;
-  std::vector<uint32_t>* HostColumn(uint32_t column);
 
   std::shared_ptr<Context> context_;  // null for CPU images; first: outlives the memory
   uint64_t handle_ = 0;
   uint64_t rows_ = 0, classes_ = 0, child_count_ = 0;
   uint64_t canonical_classes_ = 0;
+  uint64_t row_capacity_ = 0, class_capacity_ = 0, child_capacity_ = 0;
+  uint64_t changed_count_ = 0;  // classes the last rebuild changed
   // What the device union-find is known to be (VYRE_EG_PARENT_*): every class
   // its own root from creation until something merges; flat after a finished
   // rebuild; unknown while one runs (or if one stopped part way).
   uint32_t parent_state_ = VYRE_EG_PARENT_IDENTITY;
-  unsigned cpu_threads_ = 0;
 
   // CPU images.
-  std::vector<uint32_t> row_classes_, row_ops_, child_offsets_, child_lengths_, signatures_;
-  std::vector<uint32_t> children_, parent_;
+  std::unique_ptr<egraph::HostImage> host_;
 
   // GPU images.
   EgraphLayout layout_;

@@ -110,33 +110,8 @@ absl::Status EgraphRebuild::Start(const vyre_egraph_rebuild_desc& desc, const ch
 absl::Status EgraphRebuild::StartOnHost(const vyre_egraph_rebuild_desc& desc, const char* what) {
   (void)what;
   EgraphImage& im = *image_;
-  if (desc.flags & VYRE_EGRAPH_REBUILD_RESET) {
-    for (uint64_t x = 0; x < im.classes_; ++x) im.parent_[x] = static_cast<uint32_t>(x);
-  }
-  uint64_t union_merges = 0;
-  for (uint64_t i = 0; i < desc.union_count; ++i) {
-    union_merges += egraph::Union(im.parent_.data(), desc.unions[2 * i], desc.unions[2 * i + 1]);
-  }
-  egraph::HostColumns g;
-  g.rows = im.rows_;
-  g.classes = im.classes_;
-  g.child_count = im.child_count_;
-  g.row_classes = im.row_classes_.data();
-  g.row_ops = im.row_ops_.data();
-  g.child_offsets = im.child_offsets_.data();
-  g.child_lengths = im.child_lengths_.data();
-  g.children = im.children_.data();
-  egraph::CpuRebuildStats stats =
-      egraph::CpuRebuild(g, im.parent_.data(), im.cpu_threads_, desc.max_rounds,
-                         (desc.flags & VYRE_EGRAPH_REBUILD_COLLIDING_HASH) != 0);
-  result_ = vyre_egraph_rebuild_result{};
-  result_.struct_size = sizeof(result_);
-  result_.rounds = stats.rounds;
-  result_.merges = stats.merges;
-  result_.union_merges = union_merges;
-  result_.rows_visited = stats.rows_visited;
-  result_.classes_before = classes_before_;
-  result_.classes_after = classes_before_ - union_merges - stats.merges;
+  result_ = im.host_->Rebuild(desc);
+  im.classes_ = im.host_->classes();
   im.canonical_classes_ = result_.classes_after;
   return absl::OkStatus();
 }
@@ -216,7 +191,8 @@ absl::Status EgraphRebuild::Finish(bool read_back, const char* what) {
   EgraphImage& im = *image_;
   if (!im.gpu()) {
     if (read_back && canonical_out_ != nullptr && im.classes_ > 0) {
-      std::memcpy(canonical_out_, im.parent_.data(), im.classes_ * 4);
+      std::memcpy(canonical_out_, im.host_->Column(VYRE_EGRAPH_COLUMN_CANONICAL_CLASSES).data(),
+                  im.classes_ * 4);
     }
     return absl::OkStatus();
   }
@@ -305,7 +281,8 @@ absl::Status EgraphRebuild::WaitInFlight(uint64_t timeout_ns, const char* what, 
   timing_.wall_ns = result_.wall_ns;
   timing_.device_ns = result_.device_ns;
   if (status.ok() && result_out_ != nullptr) {
-    status = WriteOutStruct(what, "vyre_egraph_rebuild_result", result_out_, result_);
+    status = WriteOutStruct(what, "vyre_egraph_rebuild_result", result_out_, result_,
+                            kRebuildResultV1);
   }
   return status;
 }
