@@ -92,7 +92,9 @@ extern "C" {
   X(vyre_status, vyre_egraph_image_info_get, (vyre_egraph_image image, vyre_egraph_image_info* out)) \
   X(vyre_status, vyre_egraph_pass, (vyre_egraph_image image, uint32_t* pairs, uint64_t pair_capacity, uint64_t* out_pair_count)) \
   X(vyre_status, vyre_egraph_rebuild, (vyre_egraph_image image, const vyre_egraph_rebuild_desc* desc, vyre_egraph_rebuild_result* out)) \
-  X(vyre_status, vyre_egraph_rebuild_async, (vyre_egraph_image image, const vyre_egraph_rebuild_desc* desc, vyre_pending* out))
+  X(vyre_status, vyre_egraph_rebuild_async, (vyre_egraph_image image, const vyre_egraph_rebuild_desc* desc, vyre_pending* out)) \
+  X(vyre_status, vyre_egraph_image_append, (vyre_egraph_image image, const vyre_egraph_append_desc* desc)) \
+  X(vyre_status, vyre_egraph_changed_read, (vyre_egraph_image image, uint32_t* pairs, uint64_t pair_capacity, uint64_t* out_pair_count))
 
 typedef struct vyre_cuda_loader {
   /* dlopen's handle; NULL when not open. */

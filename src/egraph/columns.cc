@@ -141,13 +141,56 @@ absl::Status CheckAppendShape(const vyre_egraph_append_desc& d, uint64_t rows, u
   return absl::OkStatus();
 }
 
-absl::Status CheckAppendValues(const vyre_egraph_append_desc& d, uint64_t class_total,
-                               const char* what) {
+ColumnsView ViewOf(const vyre_egraph_image_desc& d) {
+  ColumnsView v;
+  v.rows = d.row_count;
+  v.child_count = d.child_count;
+  v.class_count = d.class_count;
+  v.row_classes = d.row_classes;
+  v.child_offsets = d.child_offsets;
+  v.child_lengths = d.child_lengths;
+  v.children = d.children;
+  return v;
+}
+
+ColumnsView ViewOf(const vyre_egraph_append_desc& d, uint64_t class_total) {
+  ColumnsView v;
+  v.rows = d.row_count;
+  v.child_count = d.child_count;
+  v.class_count = class_total;
+  v.row_classes = d.row_classes;
+  v.child_offsets = d.child_offsets;
+  v.child_lengths = d.child_lengths;
+  v.children = d.children;
+  return v;
+}
+
+absl::Status CheckColumns(const ColumnsView& v, const char* what) {
   VYRE_RETURN_IF_ERROR(
-      CheckClassIds(d.row_classes, d.row_count, 0, class_total, "row_classes", what));
-  VYRE_RETURN_IF_ERROR(CheckClassIds(d.children, d.child_count, 0, class_total, "children", what));
-  return CheckChildRanges(d.child_offsets, d.child_lengths, d.row_count, 0, d.child_count, 0,
-                          d.child_count, what);
+      CheckClassIds(v.row_classes, v.rows, 0, v.class_count, "row_classes", what));
+  VYRE_RETURN_IF_ERROR(
+      CheckClassIds(v.children, v.child_count, 0, v.class_count, "children", what));
+  return CheckChildRanges(v.child_offsets, v.child_lengths, v.rows, 0, v.child_count, 0,
+                          v.child_count, what);
+}
+
+absl::Status ColumnsErrorAt(const ColumnsView& v, uint64_t bad_row_class, uint64_t bad_child,
+                            uint64_t bad_range, const char* what) {
+  if (bad_row_class < v.rows) {
+    return CheckClassIds(v.row_classes + bad_row_class, 1, bad_row_class, v.class_count,
+                         "row_classes", what);
+  }
+  if (bad_child < v.child_count) {
+    return CheckClassIds(v.children + bad_child, 1, bad_child, v.class_count, "children", what);
+  }
+  if (bad_range < v.rows) {
+    const uint64_t r = bad_range;
+    const uint64_t previous_end =
+        r > 0 ? uint64_t{v.child_offsets[r - 1]} + v.child_lengths[r - 1] : 0;
+    return CheckChildRanges(v.child_offsets + r, v.child_lengths + r, 1, r, v.child_count,
+                            previous_end, v.child_count, what);
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace vyre::egraph

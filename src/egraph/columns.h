@@ -36,11 +36,31 @@ absl::Status CheckChildRanges(const uint32_t* offsets, const uint32_t* lengths, 
 absl::Status CheckAppendShape(const vyre_egraph_append_desc& desc, uint64_t rows,
                               uint64_t classes, uint64_t children, const char* what);
 
-// Checks an append's values on the host: class ids below `class_total` (the
-// class count after the append) and child ranges inside desc.children.
-// Indices in the messages are the desc's.
-absl::Status CheckAppendValues(const vyre_egraph_append_desc& desc, uint64_t class_total,
-                               const char* what);
+// The value columns of a create or an append, as the caller passed them:
+// class ids (row_classes, children) must be below class_count, each row's
+// child range inside [0, child_count) and after the previous row's.
+struct ColumnsView {
+  uint64_t rows = 0, child_count = 0, class_count = 0;
+  const uint32_t* row_classes = nullptr;
+  const uint32_t* child_offsets = nullptr;
+  const uint32_t* child_lengths = nullptr;
+  const uint32_t* children = nullptr;
+};
+ColumnsView ViewOf(const vyre_egraph_image_desc& desc);
+// An append's columns; class_total is the class count after it. Indices in
+// messages are the desc's.
+ColumnsView ViewOf(const vyre_egraph_append_desc& desc, uint64_t class_total);
+
+// The host check of every value: row classes, then children, then ranges.
+absl::Status CheckColumns(const ColumnsView& v, const char* what);
+
+// "None found" for ColumnsErrorAt.
+inline constexpr uint64_t kNoBadIndex = 0xFFFFFFFFu;
+// The error CheckColumns gives, from the first bad index of each check as
+// the device found them (kNoBadIndex: none): the same check order, the same
+// entry, the same message. OK when all three are kNoBadIndex.
+absl::Status ColumnsErrorAt(const ColumnsView& v, uint64_t bad_row_class, uint64_t bad_child,
+                            uint64_t bad_range, const char* what);
 
 }  // namespace vyre::egraph
 

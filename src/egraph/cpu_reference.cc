@@ -54,20 +54,7 @@ uint32_t Find(uint32_t* parent, uint32_t x) {
 }
 
 namespace {
-
-constexpr uint32_t kNone = UINT32_MAX;
-
-// Links the larger of the two roots under the smaller; returns the root that
-// was linked, or kNone when a and b were already in one set.
-inline uint32_t LinkRoots(uint32_t* parent, uint32_t a, uint32_t b) {
-  uint32_t ra = Find(parent, a);
-  uint32_t rb = Find(parent, b);
-  if (ra == rb) return kNone;
-  if (ra > rb) std::swap(ra, rb);
-  parent[rb] = ra;
-  return rb;
-}
-
+constexpr uint32_t kNone = kNoClass;
 }  // namespace
 
 bool Union(uint32_t* parent, uint32_t a, uint32_t b) { return LinkRoots(parent, a, b) != kNone; }
@@ -77,86 +64,62 @@ void Compress(uint32_t* parent, uint64_t n) {
   for (uint64_t x = 0; x < n; ++x) parent[x] = Find(parent, static_cast<uint32_t>(x));
 }
 
-namespace {
-
 // ---------------------------------------------------------------------------
-// Worker threads: Run(job) calls job(t) for every t in [0, count) in parallel
-// and returns when all are done. One pool per call of the public functions.
+// Worker threads (cpu_reference.h). One pool per call of the public functions.
 // ---------------------------------------------------------------------------
-class Workers {
- public:
-  explicit Workers(unsigned wanted) {
-    for (unsigned t = 1; t < wanted; ++t) {
-      try {
-        threads_.emplace_back([this, t] { Loop(t); });
-      } catch (const std::system_error&) {
-        break;  // fewer threads than asked: still correct, only slower
-      }
+Workers::Workers(unsigned wanted) {
+  for (unsigned t = 1; t < wanted; ++t) {
+    try {
+      threads_.emplace_back([this, t] { Loop(t); });
+    } catch (const std::system_error&) {
+      break;  // fewer threads than asked: still correct, only slower
     }
-    count_ = static_cast<unsigned>(threads_.size()) + 1;
   }
-  ~Workers() {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      stop_ = true;
-    }
-    wake_.notify_all();
-    for (std::thread& t : threads_) t.join();
+  count_ = static_cast<unsigned>(threads_.size()) + 1;
+}
+
+Workers::~Workers() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
   }
-  Workers(const Workers&) = delete;
-  Workers& operator=(const Workers&) = delete;
+  wake_.notify_all();
+  for (std::thread& t : threads_) t.join();
+}
 
-  unsigned count() const { return count_; }
-
-  void Run(const std::function<void(unsigned)>& job) {
-    if (count_ == 1) {
-      job(0);
-      return;
-    }
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      job_ = &job;
-      pending_ = count_ - 1;
-      ++generation_;
-    }
-    wake_.notify_all();
+void Workers::Run(const std::function<void(unsigned)>& job) {
+  if (count_ == 1) {
     job(0);
-    std::unique_lock<std::mutex> lock(mu_);
-    done_.wait(lock, [&] { return pending_ == 0; });
-    job_ = nullptr;
+    return;
   }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    job_ = &job;
+    pending_ = count_ - 1;
+    ++generation_;
+  }
+  wake_.notify_all();
+  job(0);
+  std::unique_lock<std::mutex> lock(mu_);
+  done_.wait(lock, [&] { return pending_ == 0; });
+  job_ = nullptr;
+}
 
- private:
-  void Loop(unsigned t) {
-    uint64_t seen = 0;
-    for (;;) {
-      const std::function<void(unsigned)>* job = nullptr;
-      {
-        std::unique_lock<std::mutex> lock(mu_);
-        wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
-        if (stop_) return;
-        seen = generation_;
-        job = job_;
-      }
-      (*job)(t);
-      std::lock_guard<std::mutex> lock(mu_);
-      if (--pending_ == 0) done_.notify_one();
+void Workers::Loop(unsigned t) {
+  uint64_t seen = 0;
+  for (;;) {
+    const std::function<void(unsigned)>* job = nullptr;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
+      if (stop_) return;
+      seen = generation_;
+      job = job_;
     }
+    (*job)(t);
+    std::lock_guard<std::mutex> lock(mu_);
+    if (--pending_ == 0) done_.notify_one();
   }
-
-  std::mutex mu_;
-  std::condition_variable wake_, done_;
-  std::vector<std::thread> threads_;
-  const std::function<void(unsigned)>* job_ = nullptr;
-  unsigned count_ = 1;
-  unsigned pending_ = 0;
-  uint64_t generation_ = 0;
-  bool stop_ = false;
-};
-
-// [begin, end) of part t of n items split in `parts`.
-inline uint64_t PartBegin(uint64_t n, unsigned t, unsigned parts) {
-  return static_cast<uint64_t>((static_cast<unsigned __int128>(n) * t) / parts);
 }
 
 unsigned ThreadCount(unsigned threads, uint64_t rows) {
@@ -170,31 +133,11 @@ unsigned ThreadCount(unsigned threads, uint64_t rows) {
   return std::min(threads, kMaxThreads);
 }
 
+namespace {
+
 // ---------------------------------------------------------------------------
-// Canonical forms and their hash.
+// Canonical forms (FormHash: cpu_reference.h).
 // ---------------------------------------------------------------------------
-inline uint64_t Fmix64(uint64_t h) {
-  h ^= h >> 33;
-  h *= 0xff51afd7ed558ccdull;
-  h ^= h >> 33;
-  h *= 0xc4ceb9fe1a85ec53ull;
-  h ^= h >> 33;
-  return h;
-}
-
-constexpr uint64_t kGolden = 0x9E3779B97F4A7C15ull;
-
-inline uint64_t FormHash(uint32_t op, uint32_t len, const uint32_t* kids, bool weak) {
-  uint64_t h = ((uint64_t{op} << 32) | len) * kGolden + 0x632BE59BD9B4E019ull;
-  if (!weak) {
-    for (uint32_t j = 0; j < len; ++j) {
-      h = (h ^ kids[j]) * kGolden;
-      h ^= h >> 29;
-    }
-  }
-  return Fmix64(h);
-}
-
 // Small rows (arity <= 2, the common case) are their own keys: the canonical
 // form inline, so a hit needs no other memory. A form that went stale (a child
 // class merged into another) can never equal a fresh one, whose children are
@@ -462,7 +405,10 @@ class Rebuilder {
       Insert();
       ApplyUnions();
       stats.merges += linked_.size();
-      if (linked_.empty()) break;
+      if (linked_.empty()) {
+        stats.fixpoint = true;
+        break;
+      }
       CompressAfterUnions();
       if (max_rounds != 0 && stats.rounds >= max_rounds) break;
       BuildWorklist();
@@ -617,6 +563,7 @@ CpuRebuildStats CpuRebuild(const HostColumns& g, uint32_t* parent, unsigned thre
     Compress(parent, g.classes);
     CpuRebuildStats stats;
     stats.rounds = 1;  // the one pass that found nothing
+    stats.fixpoint = true;
     return stats;
   }
   Rebuilder rebuilder(g, parent, threads, weak_hash);

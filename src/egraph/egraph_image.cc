@@ -11,6 +11,7 @@
 #include "driver/cu_error.h"
 #include "egraph/columns.h"
 #include "egraph/cpu_reference.h"
+#include "runtime/transfer/host_upload.h"
 
 // The congruence kernels: SASS for common GPUs and PTX for the rest
 // (src/CMakeLists.txt, vyre_embed_fatbin).
@@ -46,6 +47,9 @@ constexpr uint32_t kPartPrefixThreads = 256;  // congruence.cu's kPartThreads
 // group's minimum class and its leader's class. 4,096 slots (64 KB) leave
 // room for three blocks per SM on an H100.
 constexpr uint64_t kBucketSlotBytes = 16;
+// The parent index's prefix sum (congruence.cu's kScanThreads, kScanTile).
+constexpr uint32_t kScanThreads = 256;
+constexpr uint64_t kScanTile = 2048;
 
 // Places `bytes` at the cursor (aligned) and advances it.
 bool Place(uint64_t* cursor, uint64_t bytes, uint64_t* at) {
@@ -78,13 +82,12 @@ const char* ColumnName(uint32_t column) {
 
 }  // namespace
 
-absl::StatusOr<EgraphLayout> LayOutImage(uint64_t rows, uint64_t classes, uint64_t children,
-                                         const char* what) {
+absl::StatusOr<EgraphLayout> LayOutImage(const EgraphCapacity& capacity, const char* what) {
   EgraphLayout l;
   uint64_t cursor = 0;
-  auto row_bytes = CheckedMul(rows, 4);
-  auto class_bytes = CheckedMul(classes, 4);
-  auto child_bytes = CheckedMul(children, 4);
+  auto row_bytes = CheckedMul(capacity.rows, 4);
+  auto class_bytes = CheckedMul(capacity.classes, 4);
+  auto child_bytes = CheckedMul(capacity.children, 4);
   if (!row_bytes || !class_bytes || !child_bytes) return LayoutOverflow(what);
   const bool ok = Place(&cursor, *row_bytes, &l.row_classes) &&
                   Place(&cursor, *row_bytes, &l.row_ops) &&
@@ -93,21 +96,23 @@ absl::StatusOr<EgraphLayout> LayOutImage(uint64_t rows, uint64_t classes, uint64
                   Place(&cursor, *row_bytes, &l.signatures) &&
                   Place(&cursor, *child_bytes, &l.children) &&
                   Place(&cursor, *class_bytes, &l.parent) &&
+                  Place(&cursor, *class_bytes, &l.rep) &&
                   Place(&cursor, *child_bytes, &l.canon);
   if (!ok) return LayoutOverflow(what);
   l.bytes = std::max<uint64_t>(cursor, kSpanAlignment);
   return l;
 }
 
-absl::StatusOr<EgraphScratchLayout> LayOutScratch(uint64_t rows, uint64_t classes,
+absl::StatusOr<EgraphScratchLayout> LayOutScratch(const EgraphCapacity& capacity,
                                                   const char* what) {
   EgraphScratchLayout l;
+  const uint64_t rows = capacity.rows;
   // Four slots per row keep the table at most a quarter full after a full
   // round; later rounds add their changed rows, and a table over half full
   // is cleared by a full round (see congruence.cu). Table entries are u64
   // (hash, table round, row); a row record is 16 bytes.
   l.table_slots = std::max<uint64_t>(*NextPowerOfTwo(std::max<uint64_t>(rows, 1) * 4), 1024);
-  l.hooked_words = std::max<uint64_t>((classes + 31) / 32, 1);
+  l.class_words = std::max<uint64_t>((capacity.classes + 31) / 32, 1);
   uint64_t cursor = 0;
   const bool ok = Place(&cursor, rows * 4, &l.hash) &&
                   Place(&cursor, (rows + 31) / 32 * 4, &l.dirty_rows) &&
@@ -115,7 +120,9 @@ absl::StatusOr<EgraphScratchLayout> LayOutScratch(uint64_t rows, uint64_t classe
                   Place(&cursor, rows * 16, &l.records) &&
                   Place(&cursor, rows, &l.changed_in) &&
                   Place(&cursor, sizeof(VyreEgCounters), &l.counters) &&
-                  Place(&cursor, l.hooked_words * 2 * 4, &l.hooked);
+                  Place(&cursor, l.class_words * 2 * 4, &l.hooked) &&
+                  Place(&cursor, l.class_words * 4, &l.changed_bits) &&
+                  Place(&cursor, std::max<uint64_t>(capacity.classes, 1) * 4, &l.changed_list);
   if (!ok) return LayoutOverflow(what);
   l.bytes = cursor;
   return l;
@@ -140,13 +147,8 @@ absl::StatusOr<std::shared_ptr<EgraphImage>> EgraphImage::Create(
                   what, desc.context.bits);
   }
   VYRE_RETURN_IF_ERROR(egraph::CheckShape(desc, what));
-  VYRE_RETURN_IF_ERROR(egraph::CheckClassIds(desc.row_classes, desc.row_count, 0,
-                                             desc.class_count, "row_classes", what));
-  VYRE_RETURN_IF_ERROR(egraph::CheckClassIds(desc.children, desc.child_count, 0,
-                                             desc.class_count, "children", what));
-  VYRE_RETURN_IF_ERROR(egraph::CheckChildRanges(desc.child_offsets, desc.child_lengths,
-                                                desc.row_count, 0, desc.child_count, 0,
-                                                desc.child_count, what));
+  // A GPU image's values are checked on the device, after the upload.
+  if (!context) VYRE_RETURN_IF_ERROR(egraph::CheckColumns(egraph::ViewOf(desc), what));
   std::shared_ptr<EgraphImage> image(new EgraphImage());
   image->rows_ = desc.row_count;
   image->classes_ = desc.class_count;
@@ -186,11 +188,19 @@ absl::Status EgraphImage::LoadKernels(const char* what) {
       {&kernels_.bucket_group, "vyre_eg_bucket_group"},
       {&kernels_.pair_set_clear, "vyre_eg_pair_set_clear"},
       {&kernels_.bucket_emit, "vyre_eg_bucket_emit"},
+      {&kernels_.validate, "vyre_eg_validate"},
+      {&kernels_.rebase_offsets, "vyre_eg_rebase_offsets"},
+      {&kernels_.mark_rows, "vyre_eg_mark_rows"},
+      {&kernels_.index_count, "vyre_eg_index_count"},
+      {&kernels_.index_scatter, "vyre_eg_index_scatter"},
+      {&kernels_.scan_reduce, "vyre_eg_scan_reduce"},
+      {&kernels_.scan_top, "vyre_eg_scan_top"},
+      {&kernels_.scan_down, "vyre_eg_scan_down"},
+      {&kernels_.gather_changed, "vyre_eg_gather_changed"},
   };
   for (const auto& e : entries) {
     VYRE_CU(what, cuModuleGetFunction, e.slot, module_->get(), e.name);
   }
-  VYRE_RETURN_IF_ERROR(PlanBuckets(what));
   // Grid-stride kernels: enough blocks to fill the device, no more, so a
   // kernel that finds the rebuild done returns in microseconds.
   max_blocks_ = std::max<uint32_t>(ctx.device().multiprocessor_count * 8, 1);
@@ -253,21 +263,30 @@ absl::Status EgraphImage::PlanBuckets(const char* what) {
   return absl::OkStatus();
 }
 
-absl::Status EgraphImage::CreateOnDevice(const vyre_egraph_image_desc& desc, const char* what) {
+absl::Status EgraphImage::AllocateStorage(const EgraphCapacity& capacity, OwnedBytes* slab,
+                                          OwnedBytes* scratch, EgraphLayout* layout,
+                                          EgraphScratchLayout* scratch_layout,
+                                          const char* what) const {
   Context& ctx = *context_;
-  driver::ScopedContext bind(ctx.cu());
-  VYRE_RETURN_IF_ERROR(bind.status(what));
-  VYRE_ASSIGN_OR_RETURN(layout_, LayOutImage(rows_, classes_, child_count_, what));
-  VYRE_ASSIGN_OR_RETURN(scratch_layout_, LayOutScratch(rows_, classes_, what));
-  VYRE_ASSIGN_OR_RETURN(slab_, OwnedBytes::Allocate(OwnedBytes::Kind::kDevice, ctx.cu(),
-                                                    &ctx.telemetry(), layout_.bytes, what));
-  VYRE_ASSIGN_OR_RETURN(scratch_, OwnedBytes::Allocate(OwnedBytes::Kind::kDevice, ctx.cu(),
-                                                       &ctx.telemetry(), scratch_layout_.bytes,
+  VYRE_ASSIGN_OR_RETURN(*layout, LayOutImage(capacity, what));
+  VYRE_ASSIGN_OR_RETURN(*scratch_layout, LayOutScratch(capacity, what));
+  VYRE_ASSIGN_OR_RETURN(*slab, OwnedBytes::Allocate(OwnedBytes::Kind::kDevice, ctx.cu(),
+                                                    &ctx.telemetry(), layout->bytes, what));
+  VYRE_ASSIGN_OR_RETURN(*scratch, OwnedBytes::Allocate(OwnedBytes::Kind::kDevice, ctx.cu(),
+                                                       &ctx.telemetry(), scratch_layout->bytes,
                                                        what));
-  VYRE_ASSIGN_OR_RETURN(pinned_counters_,
-                        OwnedBytes::Allocate(OwnedBytes::Kind::kPinned, ctx.cu(),
-                                             &ctx.telemetry(), sizeof(VyreEgCounters), what));
-  VYRE_RETURN_IF_ERROR(LoadKernels(what));
+  // The bitsets start empty: the worklist, the linked roots and the changed
+  // classes are only ever set bit by bit.
+  const CUdeviceptr base = scratch->device();
+  VYRE_CU(what, cuMemsetD32Async, base + scratch_layout->dirty_rows, 0,
+          (capacity.rows + 31) / 32, ctx.stream());
+  VYRE_CU(what, cuMemsetD32Async, base + scratch_layout->hooked, 0,
+          scratch_layout->class_words * 3, ctx.stream());
+  ctx.telemetry().memset_operations.Add(2);
+  return absl::OkStatus();
+}
+
+void EgraphImage::PointArgs() {
   const CUdeviceptr base = slab_.device();
   const CUdeviceptr scratch = scratch_.device();
   args_.row_classes = base + layout_.row_classes;
@@ -277,6 +296,7 @@ absl::Status EgraphImage::CreateOnDevice(const vyre_egraph_image_desc& desc, con
   args_.signatures = base + layout_.signatures;
   args_.children = base + layout_.children;
   args_.parent = base + layout_.parent;
+  args_.rep = base + layout_.rep;
   args_.canon = base + layout_.canon;
   args_.hash = scratch + scratch_layout_.hash;
   args_.dirty_rows = scratch + scratch_layout_.dirty_rows;
@@ -285,26 +305,61 @@ absl::Status EgraphImage::CreateOnDevice(const vyre_egraph_image_desc& desc, con
   args_.records = scratch + scratch_layout_.records;
   args_.counters = scratch + scratch_layout_.counters;
   args_.hooked = scratch + scratch_layout_.hooked;
-  args_.hooked_words = static_cast<uint32_t>(scratch_layout_.hooked_words);
+  args_.changed_bits = scratch + scratch_layout_.changed_bits;
+  args_.changed_list = scratch + scratch_layout_.changed_list;
+  args_.table_mask = static_cast<uint32_t>(scratch_layout_.table_slots - 1);
   args_.rows = static_cast<uint32_t>(rows_);
   args_.classes = static_cast<uint32_t>(classes_);
-  args_.table_mask = static_cast<uint32_t>(scratch_layout_.table_slots - 1);
-  // The bucketed pass's list of (hash, row) and the rows' packed forms live
-  // in the table's span (four slots of 8 bytes per row): the pass and the
-  // table never hold anything at once. args_.forms stays 0 so that a
-  // rebuild's refresh does not write them; the pass sets it (PassArgs).
-  uint64_t cursor = 0, list = 0, forms = 0;
-  // Fits: the span holds at least 32 bytes per row (and 8 KiB).
-  Place(&cursor, rows_ * 8, &list);
-  Place(&cursor, rows_ * 16, &forms);
-  args_.bucket_list = args_.table + list;
-  pass_forms_ = args_.table + forms;
-  args_.bucket_slots = bucket_plan_.slots;
-  args_.bucket_stage = bucket_plan_.stage;
-  args_.bucket_count = bucket_plan_.buckets;
-  args_.emit_buckets = bucket_plan_.emit_buckets;
+  args_.hooked_words = static_cast<uint32_t>(std::max<uint64_t>((classes_ + 31) / 32, 1));
+  args_.first_row = args_.first_class = args_.child_base = args_.child_limit = 0;
+}
 
-  CUstream stream = ctx.stream();
+namespace {
+
+// Capacity asked for (a desc's reservation or what an append needs), within
+// the image's limits.
+absl::Status CheckCapacity(const EgraphCapacity& c, const char* what) {
+  if (c.rows > egraph::kMaxRows || c.classes > UINT32_MAX || c.children > UINT32_MAX) {
+    return Errorf(VYRE_STATUS_LIMIT_EXCEEDED,
+                  "%s: a capacity of %u rows, %u classes and %u children is past an image's "
+                  "limits (2^30 rows, 2^32 - 1 classes and children). Fix: reserve less, or "
+                  "split the e-graph.",
+                  what, c.rows, c.classes, c.children);
+  }
+  return absl::OkStatus();
+}
+
+VyreEgCounters ValidationCounters() {
+  VyreEgCounters init{};
+  init.bad_row_class = init.bad_child = init.bad_range = 0xFFFFFFFFu;
+  return init;
+}
+
+}  // namespace
+
+absl::Status EgraphImage::ValidateOnDevice(const VyreEgArgs& columns, VyreEgCounters* seen,
+                                           const char* what) {
+  VYRE_RETURN_IF_ERROR(ResetCounters(ValidationCounters(), what));
+  const uint64_t items = std::max<uint64_t>(columns.rows - columns.first_row, columns.child_limit);
+  VYRE_RETURN_IF_ERROR(Launch(kernels_.validate, items, columns, what));
+  return ReadCounters(seen, what);  // waits: the uploads before it read the caller's memory
+}
+
+absl::Status EgraphImage::CreateOnDevice(const vyre_egraph_image_desc& desc, const char* what) {
+  Context& ctx = *context_;
+  driver::ScopedContext bind(ctx.cu());
+  VYRE_RETURN_IF_ERROR(bind.status(what));
+  capacity_.rows = std::max(rows_, desc.row_capacity);
+  capacity_.classes = std::max(classes_, desc.class_capacity);
+  capacity_.children = std::max(child_count_, desc.child_capacity);
+  VYRE_RETURN_IF_ERROR(CheckCapacity(capacity_, what));
+  VYRE_RETURN_IF_ERROR(
+      AllocateStorage(capacity_, &slab_, &scratch_, &layout_, &scratch_layout_, what));
+  VYRE_ASSIGN_OR_RETURN(pinned_counters_,
+                        OwnedBytes::Allocate(OwnedBytes::Kind::kPinned, ctx.cu(),
+                                             &ctx.telemetry(), sizeof(VyreEgCounters), what));
+  VYRE_RETURN_IF_ERROR(LoadKernels(what));
+  PointArgs();
   struct {
     const uint32_t* from;
     CUdeviceptr to;
@@ -314,27 +369,243 @@ absl::Status EgraphImage::CreateOnDevice(const vyre_egraph_image_desc& desc, con
       {desc.child_offsets, args_.child_offsets, rows_}, {desc.child_lengths, args_.child_lengths, rows_},
       {desc.row_signatures, args_.signatures, rows_},   {desc.children, args_.children, child_count_},
   };
-  absl::Status status;
+  HostUploads copies(ctx);
   for (const auto& u : uploads) {
-    if (u.from == nullptr || u.entries == 0) continue;
-    CUresult r = driver::Api().cuMemcpyHtoDAsync(u.to, u.from, u.entries * 4, stream);
-    if (r != CUDA_SUCCESS) {
-      status = driver::CuError(r, what, "cuMemcpyHtoDAsync");
-      break;
+    if (u.from == nullptr) continue;
+    absl::Status copied = copies.Add(u.to, u.from, u.entries * 4, what);
+    if (!copied.ok()) {
+      copies.Wait(what).IgnoreError();  // the copies before it still read the caller's memory
+      return copied;
     }
-    ctx.telemetry().h2d_bytes.Add(u.entries * 4);
   }
-  if (status.ok() && desc.row_signatures == nullptr) {
-    status = Launch(kernels_.signatures, rows_, args_, what);
+  // The values are checked on the device once they land (no serial host
+  // pass over the columns); the verdict's message names the entry exactly
+  // as the host checks would.
+  VyreEgArgs check = args_;
+  check.child_limit = static_cast<uint32_t>(child_count_);
+  VyreEgCounters seen{};
+  VYRE_RETURN_IF_ERROR(ValidateOnDevice(check, &seen, what));
+  VYRE_RETURN_IF_ERROR(egraph::ColumnsErrorAt(egraph::ViewOf(desc), seen.bad_row_class,
+                                              seen.bad_child, seen.bad_range, what));
+  if (desc.row_signatures == nullptr) {
+    VYRE_RETURN_IF_ERROR(Launch(kernels_.signatures, rows_, args_, what));
   }
-  if (status.ok()) status = Launch(kernels_.init_parent, classes_, args_, what);
-  if (status.ok()) status = EnsureRowRecords(what);
-  // Wait even after a failed enqueue: the uploads read the caller's memory.
-  CUresult synced = driver::Api().cuStreamSynchronize(stream);
-  ctx.telemetry().sync_points.Add();
-  VYRE_RETURN_IF_ERROR(status);
-  if (synced != CUDA_SUCCESS) return driver::CuError(synced, what, "cuStreamSynchronize");
+  VYRE_RETURN_IF_ERROR(Launch(kernels_.init_parent, classes_, args_, what));
+  // The rest runs in stream order behind the caller's next call; the
+  // parent index waits for the first rebuild (a pass never needs it).
+  VYRE_RETURN_IF_ERROR(EnsureRowRecords(what));
   counted_ = true;
+  return absl::OkStatus();
+}
+
+absl::Status EgraphImage::Grow(const EgraphCapacity& capacity, const char* what) {
+  Context& ctx = *context_;
+  OwnedBytes slab, scratch;
+  EgraphLayout layout;
+  EgraphScratchLayout scratch_layout;
+  VYRE_RETURN_IF_ERROR(
+      AllocateStorage(capacity, &slab, &scratch, &layout, &scratch_layout, what));
+  CUstream stream = ctx.stream();
+  struct {
+    uint64_t from, to, bytes;
+  } spans[] = {
+      {layout_.row_classes, layout.row_classes, rows_ * 4},
+      {layout_.row_ops, layout.row_ops, rows_ * 4},
+      {layout_.child_offsets, layout.child_offsets, rows_ * 4},
+      {layout_.child_lengths, layout.child_lengths, rows_ * 4},
+      {layout_.signatures, layout.signatures, rows_ * 4},
+      {layout_.children, layout.children, child_count_ * 4},
+      {layout_.parent, layout.parent, classes_ * 4},
+      {layout_.rep, layout.rep, classes_ * 4},
+      {layout_.canon, layout.canon, child_count_ * 4},
+  };
+  for (const auto& span : spans) {
+    if (span.bytes == 0) continue;
+    VYRE_CU(what, cuMemcpyDtoDAsync, slab.device() + span.to, slab_.device() + span.from,
+            span.bytes, stream);
+  }
+  // Same row capacity: the row-sized scratch (table, forms, worklist) has
+  // the same layout and comes along; else the next rebuild starts full.
+  if (capacity.rows == capacity_.rows) {
+    VYRE_CU(what, cuMemcpyDtoDAsync, scratch.device(), scratch_.device(),
+            scratch_layout_.counters, stream);
+  } else {
+    table_valid_ = false;
+    records_stale_ = true;
+  }
+  if (changed_count_ > 0) {  // the last rebuild's changed classes stay readable
+    VYRE_CU(what, cuMemcpyDtoDAsync, scratch.device() + scratch_layout.changed_list,
+            scratch_.device() + scratch_layout_.changed_list, changed_count_ * 4, stream);
+  }
+  ctx.telemetry().sync_points.Add();
+  VYRE_CU(what, cuStreamSynchronize, stream);  // the old slabs are read until here
+  slab_ = std::move(slab);
+  scratch_ = std::move(scratch);
+  layout_ = layout;
+  scratch_layout_ = scratch_layout;
+  capacity_ = capacity;
+  pass_scratch_.reset();
+  planned_rows_ = ~uint64_t{0};
+  PointArgs();
+  return absl::OkStatus();
+}
+
+absl::Status EgraphImage::AppendOnDevice(const vyre_egraph_append_desc& d, const char* what) {
+  Context& ctx = *context_;
+  driver::ScopedContext bind(ctx.cu());
+  VYRE_RETURN_IF_ERROR(bind.status(what));
+  const uint64_t rows = d.row_count, kids = d.child_count;
+  // The new rows land in a block of their own first and are checked there:
+  // a refused append leaves the image's memory untouched.
+  uint64_t cursor = 0, at_classes = 0, at_ops = 0, at_offsets = 0, at_lengths = 0, at_sig = 0,
+           at_kids = 0;
+  Place(&cursor, rows * 4, &at_classes);
+  Place(&cursor, rows * 4, &at_ops);
+  Place(&cursor, rows * 4, &at_offsets);
+  Place(&cursor, rows * 4, &at_lengths);
+  Place(&cursor, rows * 4, &at_sig);
+  Place(&cursor, kids * 4, &at_kids);
+  VYRE_ASSIGN_OR_RETURN(PoolBlock block, ctx.device_pool().Acquire(std::max<uint64_t>(cursor, 4), what));
+  const CUdeviceptr base = block.device();
+  struct {
+    const uint32_t* from;
+    uint64_t at, entries, to;  // `to`: the column's span in the slab layout
+  } columns[] = {
+      {d.row_classes, at_classes, rows, layout_.row_classes},
+      {d.row_ops, at_ops, rows, layout_.row_ops},
+      {d.child_offsets, at_offsets, rows, layout_.child_offsets},
+      {d.child_lengths, at_lengths, rows, layout_.child_lengths},
+      {d.row_signatures, at_sig, rows, layout_.signatures},
+      {d.children, at_kids, kids, layout_.children},
+  };
+  HostUploads copies(ctx);
+  for (const auto& c : columns) {
+    if (c.from == nullptr) continue;
+    absl::Status copied = copies.Add(base + c.at, c.from, c.entries * 4, what);
+    if (!copied.ok()) {
+      copies.Wait(what).IgnoreError();
+      return copied;
+    }
+  }
+  VyreEgArgs check = args_;
+  check.row_classes = base + at_classes;
+  check.child_offsets = base + at_offsets;
+  check.child_lengths = base + at_lengths;
+  check.children = base + at_kids;
+  check.first_row = 0;
+  check.rows = static_cast<uint32_t>(rows);
+  check.classes = static_cast<uint32_t>(classes_ + d.class_count);
+  check.child_base = 0;
+  check.child_limit = static_cast<uint32_t>(kids);
+  VyreEgCounters seen{};
+  VYRE_RETURN_IF_ERROR(ValidateOnDevice(check, &seen, what));
+  VYRE_RETURN_IF_ERROR(egraph::ColumnsErrorAt(egraph::ViewOf(d, classes_ + d.class_count),
+                                              seen.bad_row_class, seen.bad_child, seen.bad_range,
+                                              what));
+  const EgraphCapacity needed{rows_ + rows, classes_ + d.class_count, child_count_ + kids};
+  if (needed.rows > capacity_.rows || needed.classes > capacity_.classes ||
+      needed.children > capacity_.children) {
+    // Powers of two: a loop of small appends grows log2 times, not each time.
+    EgraphCapacity grown = capacity_;
+    if (needed.rows > grown.rows) grown.rows = std::min(*NextPowerOfTwo(needed.rows), egraph::kMaxRows);
+    if (needed.classes > grown.classes) {
+      grown.classes = std::min<uint64_t>(*NextPowerOfTwo(needed.classes), UINT32_MAX);
+    }
+    if (needed.children > grown.children) {
+      grown.children = std::min<uint64_t>(*NextPowerOfTwo(needed.children), UINT32_MAX);
+    }
+    VYRE_RETURN_IF_ERROR(Grow(grown, what));
+  }
+  CUstream stream = ctx.stream();
+  for (const auto& c : columns) {
+    if (c.from == nullptr || c.entries == 0) continue;
+    const uint64_t first = c.to == layout_.children ? child_count_ : rows_;
+    VYRE_CU(what, cuMemcpyDtoDAsync, slab_.device() + c.to + first * 4, base + c.at,
+            c.entries * 4, stream);
+  }
+  const uint64_t first_row = rows_, first_class = classes_, child_base = child_count_;
+  rows_ = needed.rows;
+  classes_ = needed.classes;
+  child_count_ = needed.children;
+  PointArgs();
+  VyreEgArgs range = args_;
+  range.first_row = static_cast<uint32_t>(first_row);
+  range.first_class = static_cast<uint32_t>(first_class);
+  range.child_base = static_cast<uint32_t>(child_base);
+  absl::Status status;
+  if (child_base > 0) status = Launch(kernels_.rebase_offsets, rows, range, what);
+  if (status.ok() && d.row_signatures == nullptr) {
+    status = Launch(kernels_.signatures, rows, range, what);
+  }
+  if (status.ok()) status = Launch(kernels_.init_parent, d.class_count, range, what);
+  if (status.ok()) status = Launch(kernels_.pack_rows, rows, range, what);
+  if (status.ok()) status = Launch(kernels_.mark_rows, rows, range, what);
+  // The parent index covers every row again; a rebuild that follows costs
+  // what changed, the index included.
+  if (status.ok() && rows > 0) status = BuildIndex(what);
+  ctx.telemetry().sync_points.Add();
+  CUresult synced = driver::Api().cuStreamSynchronize(stream);  // the block is read until here
+  // The counts moved: EgraphImage::Append adds them again.
+  rows_ = first_row;
+  classes_ = first_class;
+  child_count_ = child_base;
+  if (!status.ok()) {
+    PointArgs();  // the rows were not taken: the kernels keep the old counts
+    return status;
+  }
+  if (synced != CUDA_SUCCESS) return driver::CuError(synced, what, "cuStreamSynchronize");
+  return absl::OkStatus();
+}
+
+absl::Status EgraphImage::BuildIndex(const char* what) {
+  Context& ctx = *context_;
+  const uint64_t entries = classes_ + 1;
+  const uint64_t blocks = (entries + kScanTile - 1) / kScanTile;
+  if (!index_ || index_capacity_.classes < classes_ || index_capacity_.children < child_count_) {
+    index_.reset();
+    index_capacity_ = capacity_;
+    const uint64_t cap_blocks = (capacity_.classes + 1 + kScanTile - 1) / kScanTile;
+    uint64_t cursor = 0, offsets = 0, rows_of = 0, sums = 0;
+    Place(&cursor, (capacity_.classes + 1) * 4, &offsets);
+    Place(&cursor, std::max<uint64_t>(capacity_.children, 1) * 4, &rows_of);
+    Place(&cursor, cap_blocks * 4, &sums);
+    VYRE_ASSIGN_OR_RETURN(index_, OwnedBytes::Allocate(OwnedBytes::Kind::kDevice, ctx.cu(),
+                                                       &ctx.telemetry(), cursor, what));
+    args_.index_offsets = index_.device() + offsets;
+    args_.index_rows = index_.device() + rows_of;
+    args_.scan_sums = index_.device() + sums;
+  }
+  VYRE_CU(what, cuMemsetD32Async, args_.index_offsets, 0, entries, ctx.stream());
+  ctx.telemetry().memset_operations.Add();
+  VyreEgArgs scan = args_;
+  scan.scan_count = static_cast<uint32_t>(entries);
+  scan.scan_blocks = static_cast<uint32_t>(blocks);
+  VYRE_RETURN_IF_ERROR(Launch(kernels_.index_count, rows_, scan, what));
+  VYRE_RETURN_IF_ERROR(LaunchShaped(kernels_.scan_reduce, scan.scan_blocks, kScanThreads, 0, what, &scan));
+  VYRE_RETURN_IF_ERROR(LaunchShaped(kernels_.scan_top, 1, 1024, 0, what, &scan));
+  VYRE_RETURN_IF_ERROR(LaunchShaped(kernels_.scan_down, scan.scan_blocks, kScanThreads, 0, what, &scan));
+  VYRE_RETURN_IF_ERROR(Launch(kernels_.index_scatter, rows_, scan, what));
+  index_stale_ = false;
+  return absl::OkStatus();
+}
+
+absl::Status EgraphImage::ReadChangedOnDevice(uint32_t* pairs, uint64_t count, const char* what) {
+  Context& ctx = *context_;
+  driver::ScopedContext bind(ctx.cu());
+  VYRE_RETURN_IF_ERROR(bind.status(what));
+  VYRE_ASSIGN_OR_RETURN(PoolBlock block, ctx.device_pool().Acquire(count * 8, what));
+  VyreEgArgs gather = args_;
+  gather.pairs_out = block.device();
+  gather.union_count = static_cast<uint32_t>(count);
+  VYRE_RETURN_IF_ERROR(Launch(kernels_.gather_changed, count, gather, what));
+  VYRE_CU(what, cuMemcpyDtoHAsync, pairs, block.device(), count * 8, ctx.stream());
+  ctx.telemetry().d2h_operations.Add();
+  ctx.telemetry().d2h_bytes.Add(count * 8);
+  ctx.telemetry().sync_points.Add();
+  VYRE_CU(what, cuStreamSynchronize, ctx.stream());
+  // The device lists classes in the order it met them: sort for one answer.
+  auto* begin = reinterpret_cast<std::array<uint32_t, 2>*>(pairs);
+  std::sort(begin, begin + count);
   return absl::OkStatus();
 }
 
@@ -423,7 +694,7 @@ uint64_t EgraphImage::ColumnOffset(uint32_t column) const {
     case VYRE_EGRAPH_COLUMN_CHILD_LENGTHS: return layout_.child_lengths;
     case VYRE_EGRAPH_COLUMN_ROW_SIGNATURES: return layout_.signatures;
     case VYRE_EGRAPH_COLUMN_CHILDREN: return layout_.children;
-    default: return layout_.parent;
+    default: return layout_.rep;
   }
 }
 
@@ -534,9 +805,15 @@ absl::Status EgraphImage::Write(uint32_t column, uint64_t first, uint64_t count,
     host_->Write(column, first, count, src);
     return absl::OkStatus();
   }
-  if (column == VYRE_EGRAPH_COLUMN_ROW_CLASSES || column == VYRE_EGRAPH_COLUMN_ROW_OPS ||
-      column == VYRE_EGRAPH_COLUMN_CHILD_OFFSETS || column == VYRE_EGRAPH_COLUMN_CHILD_LENGTHS) {
-    records_stale_ = true;  // set before the copy: a failed copy may have landed in part
+  if (column != VYRE_EGRAPH_COLUMN_ROW_SIGNATURES) {
+    // Set before the copy: a failed copy may have landed in part. Rows'
+    // forms change, so the next rebuild starts with a full round; new
+    // children or ranges move rows in the parent index.
+    records_stale_ = column != VYRE_EGRAPH_COLUMN_CHILDREN || records_stale_;
+    table_valid_ = false;
+    if (column != VYRE_EGRAPH_COLUMN_ROW_CLASSES && column != VYRE_EGRAPH_COLUMN_ROW_OPS) {
+      index_stale_ = true;
+    }
   }
   VYRE_CU(what, cuMemcpyHtoDAsync, slab_.device() + ColumnOffset(column) + first * 4, src,
           count * 4, ctx->stream());
@@ -560,9 +837,9 @@ absl::StatusOr<vyre_egraph_image_info> EgraphImage::Info(const char* what) {
   info.canonical_class_count = canonical_classes_;
   if (gpu()) {
     info.bytes = slab_.bytes() + scratch_.bytes() + pass_scratch_.bytes() + index_bytes();
-    info.row_capacity = row_capacity_;
-    info.class_capacity = class_capacity_;
-    info.child_capacity = child_capacity_;
+    info.row_capacity = capacity_.rows;
+    info.class_capacity = capacity_.classes;
+    info.child_capacity = capacity_.children;
     info.changed_class_count = changed_count_;
   } else {
     info.bytes = host_->bytes();
@@ -572,6 +849,28 @@ absl::StatusOr<vyre_egraph_image_info> EgraphImage::Info(const char* what) {
     info.changed_class_count = host_->changed().size();
   }
   return info;
+}
+
+absl::Status EgraphImage::PreparePass(const char* what) {
+  if (planned_rows_ == rows_) return absl::OkStatus();
+  VYRE_RETURN_IF_ERROR(PlanBuckets(what));
+  // The bucketed pass's list of (hash, row) and the rows' packed forms live
+  // in the table's span (four slots of 8 bytes per row of capacity): the
+  // pass and the table never hold anything at once. args_.forms stays 0 so
+  // that a rebuild's refresh does not write them; the pass sets it
+  // (PassArgs).
+  uint64_t cursor = 0, list = 0, forms = 0;
+  Place(&cursor, rows_ * 8, &list);
+  Place(&cursor, rows_ * 16, &forms);
+  args_.bucket_list = args_.table + list;
+  pass_forms_ = args_.table + forms;
+  args_.bucket_slots = bucket_plan_.slots;
+  args_.bucket_stage = bucket_plan_.stage;
+  args_.bucket_count = bucket_plan_.buckets;
+  args_.emit_buckets = bucket_plan_.emit_buckets;
+  pass_scratch_.reset();  // sized for the rows it was made for
+  planned_rows_ = rows_;
+  return absl::OkStatus();
 }
 
 absl::Status EgraphImage::EnsurePassScratch(uint64_t pairs, const char* what) {
@@ -699,9 +998,13 @@ absl::Status EgraphImage::Pass(uint32_t* pairs, uint64_t capacity, uint64_t* out
     Context& ctx = *context_;
     driver::ScopedContext bind(ctx.cu());
     VYRE_RETURN_IF_ERROR(bind.status(what));
+    VYRE_RETURN_IF_ERROR(PreparePass(what));
     VYRE_RETURN_IF_ERROR(
         EnsurePassScratch(std::min<uint64_t>(std::max<uint64_t>(rows_, 1), kFirstPairCapacity),
                           what));
+    // The pass's list and forms live in the group table's span: the next
+    // rebuild starts with a full round.
+    table_valid_ = false;
     CUstream stream = ctx.stream();
     VyreEgCounters init{};
     init.full = 1;
@@ -773,7 +1076,7 @@ absl::Status EgraphImage::Append(const vyre_egraph_append_desc& d, const char* w
   if (gpu()) {
     VYRE_RETURN_IF_ERROR(AppendOnDevice(d, what));
   } else {
-    VYRE_RETURN_IF_ERROR(egraph::CheckAppendValues(d, classes_ + d.class_count, what));
+    VYRE_RETURN_IF_ERROR(egraph::CheckColumns(egraph::ViewOf(d, classes_ + d.class_count), what));
     host_->Append(d);
   }
   rows_ += d.row_count;
@@ -813,17 +1116,6 @@ absl::Status EgraphImage::ReadChanged(uint32_t* pairs, uint64_t capacity, uint64
     return absl::OkStatus();
   }
   return ReadChangedOnDevice(pairs, count, what);
-}
-
-absl::Status EgraphImage::AppendOnDevice(const vyre_egraph_append_desc& d, const char* what) {
-  (void)d;
-  return Errorf(VYRE_STATUS_INTERNAL, "%s: not yet. Fix: wait.", what);
-}
-
-absl::Status EgraphImage::ReadChangedOnDevice(uint32_t* pairs, uint64_t count, const char* what) {
-  (void)pairs;
-  (void)count;
-  return Errorf(VYRE_STATUS_INTERNAL, "%s: not yet. Fix: wait.", what);
 }
 
 HandleRegistry<EgraphImage>& EgraphImages() {

@@ -29,28 +29,33 @@ class EgraphRebuild;
 inline constexpr size_t kEgraphInfoV1 = offsetof(vyre_egraph_image_info, row_capacity);
 inline constexpr size_t kRebuildResultV1 = offsetof(vyre_egraph_rebuild_result, changed_class_count);
 
-// Byte offsets of the slab's spans (256-byte aligned) and their entries.
+// Rows, classes and children a GPU image's memory holds.
+struct EgraphCapacity {
+  uint64_t rows = 0, classes = 0, children = 0;
+};
+
+// Byte offsets of the slab's spans (256-byte aligned), sized by capacity.
 struct EgraphLayout {
   uint64_t row_classes = 0, row_ops = 0, child_offsets = 0, child_lengths = 0, signatures = 0;
-  uint64_t children = 0, parent = 0, canon = 0;
+  uint64_t children = 0, parent = 0, rep = 0, canon = 0;
   uint64_t bytes = 0;
 };
 
-// Spans of the scratch slab: row hashes and the dirty-row bitset ("bucket
-// rows"), the group table ("bucket words"), the row records, the table
-// round each row's form last changed in, the counter block and the two
-// linked-root bitsets.
+// Spans of the scratch slab, sized by capacity: row hashes and the worklist
+// bitset ("dirty rows"), the group table, the row records, the table round
+// each row's form last changed in and the counter block (the row-sized
+// part, in that order), then the two linked-root bitsets, the changed-class
+// bitset and the changed-class list.
 struct EgraphScratchLayout {
   uint64_t hash = 0, dirty_rows = 0, table = 0, records = 0, changed_in = 0, counters = 0;
-  uint64_t hooked = 0;
-  uint64_t table_slots = 0, hooked_words = 0;
+  uint64_t hooked = 0, changed_bits = 0, changed_list = 0;
+  uint64_t table_slots = 0, class_words = 0;
   uint64_t bytes = 0;
 };
 
-// Lays out the slabs for an image's counts; OUT_OF_RANGE when they overflow.
-absl::StatusOr<EgraphLayout> LayOutImage(uint64_t rows, uint64_t classes, uint64_t children,
-                                         const char* what);
-absl::StatusOr<EgraphScratchLayout> LayOutScratch(uint64_t rows, uint64_t classes,
+// Lays out the slabs for an image's capacity; OUT_OF_RANGE when they overflow.
+absl::StatusOr<EgraphLayout> LayOutImage(const EgraphCapacity& capacity, const char* what);
+absl::StatusOr<EgraphScratchLayout> LayOutScratch(const EgraphCapacity& capacity,
                                                   const char* what);
 
 class EgraphImage {
@@ -91,7 +96,23 @@ class EgraphImage {
   absl::Status CreateOnDevice(const vyre_egraph_image_desc& desc, const char* what);
   absl::Status AppendOnDevice(const vyre_egraph_append_desc& desc, const char* what);
   absl::Status ReadChangedOnDevice(uint32_t* pairs, uint64_t count, const char* what);
-  uint64_t index_bytes() const { return 0; }
+  uint64_t index_bytes() const { return index_.bytes(); }
+  // Allocates slabs for `capacity` and points args_ at them; the old ones
+  // (if any) are left to the caller to copy from and drop.
+  absl::Status AllocateStorage(const EgraphCapacity& capacity, OwnedBytes* slab,
+                               OwnedBytes* scratch, EgraphLayout* layout,
+                               EgraphScratchLayout* scratch_layout, const char* what) const;
+  void PointArgs();
+  // Grows the slabs to `capacity`, copying what they hold device to device.
+  absl::Status Grow(const EgraphCapacity& capacity, const char* what);
+  // Runs the validation kernel over the columns in `columns` (rows
+  // [first_row, rows), children from child_base) and waits for its verdict.
+  absl::Status ValidateOnDevice(const VyreEgArgs& columns, VyreEgCounters* seen,
+                                const char* what);
+  // Builds the parent index over every row (after creation or an append).
+  absl::Status BuildIndex(const char* what);
+  // Sizes the pass's buckets and layout for the rows the image has now.
+  absl::Status PreparePass(const char* what);
   absl::Status LoadKernels(const char* what);
   // Sizes the bucketed pass for the image's rows and the device.
   absl::Status PlanBuckets(const char* what);
@@ -122,8 +143,17 @@ class EgraphImage {
   uint64_t handle_ = 0;
   uint64_t rows_ = 0, classes_ = 0, child_count_ = 0;
   uint64_t canonical_classes_ = 0;
-  uint64_t row_capacity_ = 0, class_capacity_ = 0, child_capacity_ = 0;
+  EgraphCapacity capacity_;
   uint64_t changed_count_ = 0;  // classes the last rebuild changed
+  // What the next rebuild may start from (GPU): the group table holds a live
+  // entry for every row's form as of the last round (unless a pass, a
+  // column write or a growth of the rows' capacity cleared it), built with
+  // the weak hash or not; the counters' table round and placed count, and
+  // whether the last round asked for a full one next.
+  bool table_valid_ = false, table_weak_ = false, next_full_ = false;
+  uint32_t table_round_ = 0, placed_ = 0;
+  bool index_stale_ = true;    // the parent index misses rows (built at the next rebuild)
+  uint64_t planned_rows_ = ~uint64_t{0};  // the rows the pass's plan was made for
   // What the device union-find is known to be (VYRE_EG_PARENT_*): every class
   // its own root from creation until something merges; flat after a finished
   // rebuild; unknown while one runs (or if one stopped part way).
@@ -141,6 +171,8 @@ class EgraphImage {
   // Pass scratch, grown on demand: group slot per row, minimum class per
   // table slot, the pair set and the pair output.
   OwnedBytes pass_scratch_;
+  OwnedBytes index_;  // the parent index (offsets, rows, prefix-sum scratch)
+  EgraphCapacity index_capacity_;
   uint64_t pass_pair_capacity_ = 0;
   VyreEgArgs args_{};
   std::shared_ptr<LoadedModule> module_;
@@ -152,6 +184,10 @@ class EgraphImage {
     CUfunction pack_rows = nullptr;
     CUfunction part_count = nullptr, part_prefix = nullptr, part_scatter = nullptr;
     CUfunction bucket_group = nullptr, pair_set_clear = nullptr, bucket_emit = nullptr;
+    CUfunction validate = nullptr, rebase_offsets = nullptr, mark_rows = nullptr;
+    CUfunction index_count = nullptr, index_scatter = nullptr;
+    CUfunction scan_reduce = nullptr, scan_top = nullptr, scan_down = nullptr;
+    CUfunction gather_changed = nullptr;
   } kernels_;
   // The bucketed pass's shape for this image's rows (see congruence.cu):
   // buckets and their shared-memory table, and the partition's one or two

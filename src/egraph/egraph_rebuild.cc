@@ -17,6 +17,9 @@ constexpr uint32_t kKnownFlags = VYRE_EGRAPH_REBUILD_RESET | VYRE_EGRAPH_REBUILD
 // Rounds in the first batch; each later batch doubles, up to the cap.
 constexpr uint32_t kFirstBatch = 4;
 constexpr uint32_t kMaxBatch = 64;
+// Up to this many unions, relink walks each linked root's chain directly;
+// more are compressed over every class first.
+constexpr uint64_t kFewUnions = 4096;
 
 constexpr PendingWork::Words kRebuildWords = {"rebuild", "started", "vyre_egraph_rebuild_async",
                                               "wait on a pending rebuild once, then release it."};
@@ -148,42 +151,69 @@ absl::Status EgraphRebuild::StartOnDevice(const vyre_egraph_rebuild_desc& desc, 
   if (!synchronous_) VYRE_RETURN_IF_ERROR(done_.Acquire(&ctx.events(), /*timing=*/false, what));
   if (start_) VYRE_CU(what, cuEventRecord, start_.get(), stream);
   device_work_pending_ = true;
+  const bool reset = (desc.flags & VYRE_EGRAPH_REBUILD_RESET) != 0;
+  const bool weak = (desc.flags & VYRE_EGRAPH_REBUILD_COLLIDING_HASH) != 0;
+  // Incremental unless nothing is known: the table, the rows' forms and the
+  // worklist the last rebuild (and the appends since) left.
+  const bool incremental = !reset && im.table_valid_ && !im.next_full_ && im.table_weak_ == weak;
   VyreEgCounters init{};
-  init.full = 1;
+  init.full = incremental ? 0 : 1;
+  init.table_round = incremental ? im.table_round_ : 0;
+  init.placed = incremental ? im.placed_ : 0;
   init.max_rounds = desc.max_rounds;
   VYRE_RETURN_IF_ERROR(im.ResetCounters(init, what));
-
-  im.args_.weak_hash = (desc.flags & VYRE_EGRAPH_REBUILD_COLLIDING_HASH) ? 1u : 0u;
+  // From here the image's table is in flux until Finish.
+  im.table_valid_ = false;
+  im.args_.weak_hash = weak ? 1u : 0u;
+  VYRE_CU(what, cuMemsetD32Async, im.args_.changed_bits, 0, im.args_.hooked_words, stream);
+  ctx.telemetry().memset_operations.Add();
   VYRE_RETURN_IF_ERROR(im.EnsureRowRecords(what));
-  if (desc.flags & VYRE_EGRAPH_REBUILD_RESET) {
-    VYRE_RETURN_IF_ERROR(im.Launch(im.kernels_.init_parent, im.classes_, im.args_, what));
-  }
-  if (desc.union_count > 0) {
-    const uint64_t bytes = desc.union_count * 8;
-    VYRE_ASSIGN_OR_RETURN(unions_pinned_, ctx.pinned_pool().Acquire(bytes, what));
-    VYRE_ASSIGN_OR_RETURN(unions_device_, ctx.device_pool().Acquire(bytes, what));
-    std::memcpy(unions_pinned_.host(), desc.unions, bytes);
-    VYRE_CU(what, cuMemcpyHtoDAsync, unions_device_.device(), unions_pinned_.host(), bytes,
-            stream);
-    ctx.telemetry().h2d_operations.Add();
-    ctx.telemetry().h2d_bytes.Add(bytes);
-    VyreEgArgs with_unions = im.args_;
-    with_unions.unions = unions_device_.device();
-    with_unions.union_count = static_cast<uint32_t>(desc.union_count);
-    VYRE_RETURN_IF_ERROR(im.Launch(im.kernels_.apply_unions, desc.union_count, with_unions, what));
-    VYRE_RETURN_IF_ERROR(im.Launch(im.kernels_.compress, im.classes_, im.args_, what));
-    VYRE_RETURN_IF_ERROR(im.Launch(im.kernels_.settle, im.classes_, im.args_, what));
-  }
+  if (im.index_stale_) VYRE_RETURN_IF_ERROR(im.BuildIndex(what));
+  if (reset) VYRE_RETURN_IF_ERROR(im.Launch(im.kernels_.init_parent, im.classes_, im.args_, what));
+  if (desc.union_count > 0) VYRE_RETURN_IF_ERROR(EnqueueUnions(desc, what));
   // The union-find as round 1 finds it; unknown to later calls until this
   // rebuild finishes.
-  start_parent_state_ = (desc.flags & VYRE_EGRAPH_REBUILD_RESET) ? VYRE_EG_PARENT_IDENTITY
-                                                                  : im.parent_state_;
-  if (desc.union_count > 0) start_parent_state_ = VYRE_EG_PARENT_FLAT;  // compress + settle
+  start_parent_state_ = reset ? VYRE_EG_PARENT_IDENTITY : im.parent_state_;
+  if (desc.union_count > 0) start_parent_state_ = VYRE_EG_PARENT_FLAT;  // relink's
   im.args_.parent_state = start_parent_state_;
   im.parent_state_ = VYRE_EG_PARENT_ANY;
   batch_ = kFirstBatch;
   VYRE_RETURN_IF_ERROR(EnqueueRounds(batch_, what));
   if (done_) VYRE_CU(what, cuEventRecord, done_.get(), stream);
+  return absl::OkStatus();
+}
+
+absl::Status EgraphRebuild::EnqueueUnions(const vyre_egraph_rebuild_desc& desc, const char* what) {
+  EgraphImage& im = *image_;
+  Context& ctx = *im.context();
+  CUstream stream = ctx.stream();
+  const uint64_t bytes = desc.union_count * 8;
+  VYRE_ASSIGN_OR_RETURN(unions_pinned_, ctx.pinned_pool().Acquire(bytes, what));
+  VYRE_ASSIGN_OR_RETURN(unions_device_, ctx.device_pool().Acquire(bytes, what));
+  std::memcpy(unions_pinned_.host(), desc.unions, bytes);
+  VYRE_CU(what, cuMemcpyHtoDAsync, unions_device_.device(), unions_pinned_.host(), bytes, stream);
+  ctx.telemetry().h2d_operations.Add();
+  ctx.telemetry().h2d_bytes.Add(bytes);
+  // The roots the unions link are recorded in round 1's hooked set (both
+  // sets start empty), for relink to move their members and put the rows
+  // that name them on round 1's worklist.
+  VYRE_CU(what, cuMemsetD32Async, im.args_.hooked, 0, uint64_t{im.args_.hooked_words} * 2, stream);
+  ctx.telemetry().memset_operations.Add();
+  VyreEgArgs with_unions = im.args_;
+  with_unions.unions = unions_device_.device();
+  with_unions.union_count = static_cast<uint32_t>(desc.union_count);
+  VYRE_RETURN_IF_ERROR(im.Launch(im.kernels_.apply_unions, desc.union_count, with_unions, what));
+  if (desc.union_count > kFewUnions) {
+    // Many unions can chain roots deeply: halve every path once instead of
+    // letting every member of a linked root walk its chain.
+    VYRE_RETURN_IF_ERROR(im.Launch(im.kernels_.compress, im.classes_, im.args_, what));
+    VYRE_RETURN_IF_ERROR(im.Launch(im.kernels_.settle, im.classes_, im.args_, what));
+  }
+  VYRE_RETURN_IF_ERROR(im.Launch(im.kernels_.relink, im.classes_, im.args_, what));
+  // Round 1 counts its own links.
+  VYRE_CU(what, cuMemsetD32Async, im.args_.counters + offsetof(VyreEgCounters, linked), 0, 1,
+          stream);
+  ctx.telemetry().memset_operations.Add();
   return absl::OkStatus();
 }
 
@@ -223,7 +253,7 @@ absl::Status EgraphRebuild::Finish(bool read_back, const char* what) {
   }
   if (end_) VYRE_CU(what, cuEventRecord, end_.get(), stream);
   if (read_back && canonical_out_ != nullptr && im.classes_ > 0) {
-    VYRE_CU(what, cuMemcpyDtoHAsync, canonical_out_, im.args_.parent, im.classes_ * 4, stream);
+    VYRE_CU(what, cuMemcpyDtoHAsync, canonical_out_, im.args_.rep, im.classes_ * 4, stream);
     ctx.telemetry().d2h_operations.Add();
     ctx.telemetry().d2h_bytes.Add(im.classes_ * 4);
   }
@@ -237,6 +267,8 @@ absl::Status EgraphRebuild::Finish(bool read_back, const char* what) {
   result_.rows_visited = seen.rows_visited;
   result_.classes_before = classes_before_;
   result_.classes_after = classes_before_ - seen.union_merges - seen.merges;
+  result_.changed_class_count = seen.changed_count;
+  result_.full_rounds = seen.full_rounds;
   if (start_ && end_) {
     float ms = 0;
     if (driver::Api().cuEventElapsedTime(&ms, start_.get(), end_.get()) == CUDA_SUCCESS) {
@@ -248,6 +280,14 @@ absl::Status EgraphRebuild::Finish(bool read_back, const char* what) {
     std::unique_lock<std::mutex> image_lock;
     if (!synchronous_) image_lock = std::unique_lock<std::mutex>(im.mutex());
     im.canonical_classes_ = result_.classes_after;
+    im.changed_count_ = seen.changed_count;
+    // What the next rebuild starts from: the table as the last round left
+    // it, and the worklist relink built for the round after it.
+    im.table_valid_ = true;
+    im.table_weak_ = im.args_.weak_hash != 0;
+    im.next_full_ = seen.full != 0;
+    im.table_round_ = seen.table_round;
+    im.placed_ = seen.placed;
     // Every round ends with each entry a root (relink).
     const bool merged = seen.merges != 0 || seen.union_merges != 0;
     im.parent_state_ = start_parent_state_ == VYRE_EG_PARENT_IDENTITY && !merged

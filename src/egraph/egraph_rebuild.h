@@ -39,6 +39,8 @@ class EgraphRebuild final : public PendingWork {
 
   absl::Status StartOnDevice(const vyre_egraph_rebuild_desc& desc, const char* what);
   absl::Status StartOnHost(const vyre_egraph_rebuild_desc& desc, const char* what);
+  // Uploads and applies the unions, then moves the linked roots' members.
+  absl::Status EnqueueUnions(const vyre_egraph_rebuild_desc& desc, const char* what);
   absl::Status EnqueueRounds(uint32_t rounds, const char* what);
   // Runs batches until the fixpoint, then reads the results back (into the
   // caller's memory unless `read_back` is false).

@@ -3,10 +3,9 @@
 #include <algorithm>
 #include <numeric>
 
-namespace vyre::egraph {
+#include "egraph/cpu_incremental.h"
 
-// Filled in by the incremental CPU rebuild (cpu_incremental.h).
-class CpuIncremental {};
+namespace vyre::egraph {
 
 uint32_t RowSignature(uint32_t op, const uint32_t* kids, uint32_t len) {
   uint64_t h = 0x9E3779B97F4A7C15ull ^ (uint64_t{op} << 32 | len);
@@ -59,7 +58,8 @@ HostImage::HostImage(const vyre_egraph_image_desc& d) : threads_(d.cpu_threads) 
 HostImage::~HostImage() = default;
 
 uint64_t HostImage::bytes() const {
-  return (rows() * 5 + child_count() + classes()) * 4;
+  const uint64_t columns = (rows() * 5 + child_count() + classes()) * 4;
+  return columns + (incremental_ ? incremental_->bytes() : 0);
 }
 
 HostColumns HostImage::columns() const {
@@ -93,7 +93,10 @@ const std::vector<uint32_t>& HostImage::Column(uint32_t column) const {
 
 void HostImage::Write(uint32_t column, uint64_t first, uint64_t count, const uint32_t* src) {
   std::copy(src, src + count, MutableColumn(column)->begin() + first);
+  // The stored forms and the parent index describe the old rows, and the
+  // union-find is no fixpoint of the new ones.
   incremental_.reset();
+  closed_ = false;
 }
 
 void HostImage::Append(const vyre_egraph_append_desc& d) {
@@ -115,6 +118,24 @@ void HostImage::Append(const vyre_egraph_append_desc& d) {
 }
 
 vyre_egraph_rebuild_result HostImage::Rebuild(const vyre_egraph_rebuild_desc& desc) {
+  const bool reset = (desc.flags & VYRE_EGRAPH_REBUILD_RESET) != 0;
+  const bool weak = (desc.flags & VYRE_EGRAPH_REBUILD_COLLIDING_HASH) != 0;
+  if (!reset && PrepareIncremental(weak)) return RebuildIncremental(desc);
+  return RebuildFull(desc);
+}
+
+bool HostImage::PrepareIncremental(bool weak) {
+  if (incremental_ && incremental_->weak() == weak) return true;
+  // A state of the other hash would group rows by other hashes: index anew.
+  incremental_.reset();
+  if (!closed_) return false;
+  incremental_ = std::make_unique<CpuIncremental>(columns(), parent_.data(), closed_rows_,
+                                                  threads_, weak);
+  return true;
+}
+
+vyre_egraph_rebuild_result HostImage::RebuildFull(const vyre_egraph_rebuild_desc& desc) {
+  incremental_.reset();  // CpuRebuild keeps no forms: the next incremental one indexes anew
   const uint64_t n = classes();
   const bool reset = (desc.flags & VYRE_EGRAPH_REBUILD_RESET) != 0;
   vyre_egraph_rebuild_result result{};
@@ -134,6 +155,8 @@ vyre_egraph_rebuild_result HostImage::Rebuild(const vyre_egraph_rebuild_desc& de
   const CpuRebuildStats stats =
       CpuRebuild(columns(), parent_.data(), threads_, desc.max_rounds,
                  (desc.flags & VYRE_EGRAPH_REBUILD_COLLIDING_HASH) != 0);
+  closed_ = stats.fixpoint;
+  closed_rows_ = rows();
   result.rounds = stats.rounds;
   result.merges = stats.merges;
   result.union_merges = union_merges;
@@ -145,6 +168,27 @@ vyre_egraph_rebuild_result HostImage::Rebuild(const vyre_egraph_rebuild_desc& de
   for (uint64_t x = 0; x < n; ++x) {
     if (parent_[x] != before[x]) changed_.emplace_back(static_cast<uint32_t>(x), parent_[x]);
   }
+  result.changed_class_count = changed_.size();
+  return result;
+}
+
+vyre_egraph_rebuild_result HostImage::RebuildIncremental(const vyre_egraph_rebuild_desc& desc) {
+  vyre_egraph_rebuild_result result{};
+  result.struct_size = sizeof(result);
+  result.classes_before = canonical_classes_;
+  const CpuIncrementalStats stats = incremental_->Rebuild(
+      columns(), parent_.data(), desc.unions, desc.union_count, desc.max_rounds, &changed_);
+  // Stopped early, the state keeps the rows still to visit; the union-find
+  // is no fixpoint for a full rebuild to index from.
+  closed_ = stats.fixpoint;
+  closed_rows_ = rows();
+  result.rounds = stats.rounds;
+  result.merges = stats.merges;
+  result.union_merges = stats.union_merges;
+  result.rows_visited = stats.rows_visited;
+  result.full_rounds = 0;
+  result.classes_after = result.classes_before - stats.union_merges - stats.merges;
+  canonical_classes_ = result.classes_after;
   result.changed_class_count = changed_.size();
   return result;
 }

@@ -2,6 +2,14 @@
 // union-find, and what an incremental rebuild keeps between rebuilds. The
 // library's CPU reference behind the same calls as a GPU image; EgraphImage
 // delegates to it and does the argument checks and locking.
+//
+// Rebuilds: the first of an image, any with VYRE_EGRAPH_REBUILD_RESET, the
+// first after a column write and the first after a full rebuild that
+// max_rounds stopped are full (CpuRebuild: every row in round 1, threads_
+// workers). The others are incremental (cpu_incremental.h): the state is
+// indexed on the first of them from the fixpoint the full rebuild left (that
+// indexing visits no row as a round does, so rows_visited leaves it out) and
+// kept from then on; appended rows join it on the next rebuild.
 #ifndef VYRE_EGRAPH_HOST_IMAGE_H_
 #define VYRE_EGRAPH_HOST_IMAGE_H_
 
@@ -48,8 +56,8 @@ class HostImage {
 
   // Applies desc's unions (validated) and rebuilds to the fixpoint (or
   // desc.max_rounds), incrementally unless desc.flags has RESET or nothing
-  // is known yet. Fills rounds, merges, union_merges, rows_visited,
-  // classes_before/after, changed_class_count and full_rounds.
+  // is known yet (see above). Fills rounds, merges, union_merges,
+  // rows_visited, classes_before/after, changed_class_count and full_rounds.
   vyre_egraph_rebuild_result Rebuild(const vyre_egraph_rebuild_desc& desc);
 
   // The pass under the current union-find (see CpuCongruencePairs).
@@ -61,14 +69,24 @@ class HostImage {
 
  private:
   std::vector<uint32_t>* MutableColumn(uint32_t column);
+  // Makes incremental_ fit a rebuild with `weak` hashing; false when only a
+  // full rebuild can start from the image's state.
+  bool PrepareIncremental(bool weak);
+  vyre_egraph_rebuild_result RebuildFull(const vyre_egraph_rebuild_desc& desc);
+  vyre_egraph_rebuild_result RebuildIncremental(const vyre_egraph_rebuild_desc& desc);
 
   unsigned threads_ = 0;
   std::vector<uint32_t> row_classes_, row_ops_, child_offsets_, child_lengths_, signatures_;
   std::vector<uint32_t> children_, parent_;
   uint64_t canonical_classes_ = 0;
   std::vector<std::pair<uint32_t, uint32_t>> changed_;
-  // What the last rebuild learned (parent index, canonical forms, worklist);
-  // null until the first rebuild, and after a column write.
+  // parent_ is the congruence fixpoint over rows [0, closed_rows_): the last
+  // rebuild finished, and no column was written since.
+  bool closed_ = false;
+  uint64_t closed_rows_ = 0;
+  // What the incremental rebuilds learned (parent index, canonical forms,
+  // hash-cons, pending rows); null until the first incremental rebuild, and
+  // after a full rebuild or a column write.
   std::unique_ptr<CpuIncremental> incremental_;
 };
 

@@ -30,14 +30,32 @@ struct VyreEgCounters {
   vyre_eg_u32 table_round;     // rounds since the table was last cleared (0: a full round)
   vyre_eg_u32 candidates;      // bucketed pass: rows that joined a group (each gives <= 1 pair)
   vyre_eg_u32 pair_slots;      // bucketed pass: the pair set's slots in use
-  vyre_eg_u32 reserved;
+  vyre_eg_u32 visits_round;    // rows the round's insert visited
+  vyre_eg_u32 linked;          // roots linked this round (or by the unions): relink has work
+  vyre_eg_u32 changed_count;   // entries of the changed-class list
+  // Validation of uploaded columns (create, append): the first bad index of
+  // each check, 0xFFFFFFFF when none.
+  vyre_eg_u32 bad_row_class;
+  vyre_eg_u32 bad_child;
+  vyre_eg_u32 bad_range;
+  vyre_eg_u32 full_rounds;     // rounds that visited every row
 };
 
 struct VyreEgArgs {
   // Columns (rows entries each, children child_count).
   vyre_eg_u64 row_classes, row_ops, child_offsets, child_lengths, signatures, children;
-  // Union-find (classes entries) and canonical children (child_count).
-  vyre_eg_u64 parent, canon;
+  // Union-find (classes entries; links only point down, paths may be
+  // halved at any time), the canonical class of every class as of the last
+  // finished round (classes entries, every entry a root: what refresh and
+  // the caller read) and canonical children (child_count).
+  vyre_eg_u64 parent, rep, canon;
+  // The parent index: the rows that name class c as a child are
+  // index_rows[index_offsets[c] .. index_offsets[c + 1]) (classes + 1 and
+  // child_count entries); scan_sums is its prefix sum's per-block scratch.
+  vyre_eg_u64 index_offsets, index_rows, scan_sums;
+  // Classes whose canonical class changed in this rebuild: a bitset
+  // (hooked_words u32) and their list (changed_count entries).
+  vyre_eg_u64 changed_bits, changed_list;
   // Scratch: row hashes (rows entries), the dirty-row bitset ((rows + 31) /
   // 32 words), the table (table_mask + 1 u64 entries: hash, table round,
   // row), the row records (rows x 16 bytes: op, arity, child offset, class;
@@ -82,6 +100,12 @@ struct VyreEgArgs {
   // What a round-0 refresh may assume of the union-find (VYRE_EG_PARENT_*):
   // the host knows it from what ran on the image since its creation.
   vyre_eg_u32 parent_state, unused;
+  // Range kernels (create, append): rows from first_row, classes from
+  // first_class; validation checks child ranges against child_limit
+  // children and adds child_base to the offsets it accepted.
+  vyre_eg_u32 first_row, first_class, child_base, child_limit;
+  // The prefix sum's entries (index_offsets: classes + 1).
+  vyre_eg_u32 scan_count, scan_blocks;
 };
 
 // Nothing known: walk each class to its root.

@@ -26,9 +26,14 @@
 // A rebuild is a sequence of rounds, each four launches (clear, refresh,
 // insert, relink) and a one-thread round end, enqueued in batches without
 // host round trips: once a round merges nothing, `done` is set and every
-// later kernel of the batch returns at once. After the first (full) round,
-// refresh revisits only rows with a child whose root was linked, and marks
-// them in a bitset that insert deals out to its warps.
+// later kernel of the batch returns at once. A full round visits every row;
+// any other round only the rows of a worklist bitset: rows appended since
+// the last rebuild, and rows that name a class whose canonical class
+// changed. relink finds those classes (every class whose canonical class is
+// a root linked this round) and their rows through the parent index (class
+// -> rows that name it). The table, the row forms and the worklist outlive
+// a rebuild, so the next one (after appends and unions) starts from them
+// instead of a full round: it costs what changed (egg's rebuild worklist).
 #include "egraph_args.h"
 
 typedef unsigned int u32;
@@ -124,13 +129,9 @@ __device__ bool Unite(u32* parent, u32 a, u32 b, u32* hooked) {
   }
 }
 
-// The bitset this round's links are recorded in, and the one of the round
-// before (read by this round's refresh).
+// The bitset this round's links are recorded in (two alternate by round).
 __device__ __forceinline__ u32* HookedThisRound(const VyreEgArgs& a, u32 rounds) {
   return Ptr<u32>(a.hooked) + (rounds & 1u) * a.hooked_words;
-}
-__device__ __forceinline__ const u32* HookedLastRound(const VyreEgArgs& a, u32 rounds) {
-  return Ptr<const u32>(a.hooked) + ((rounds + 1u) & 1u) * a.hooked_words;
 }
 
 __device__ __forceinline__ u32 Rotl(u32 x, int r) { return (x << r) | (x >> (32 - r)); }
@@ -266,43 +267,281 @@ __device__ __forceinline__ u32 WarpTake(u32* cursor, bool take) {
 }
 
 constexpr u32 kBlockThreads = 256;
-constexpr u32 kBlockWarps = kBlockThreads / 32;
+
+// Calls body(row) for every row whose bit is set in `bits` (rows entries),
+// a warp per 32 words (1024 rows) at a time: the set bits are dealt out to
+// the lanes, 32 rows a step, so every lane works while the rows stay close
+// together. With `clear`, each non-zero word is zeroed once read (the
+// bitset is this round's worklist and the next round's is built afresh).
+template <typename Body>
+__device__ __forceinline__ void ForEachSetRow(u32* bits, u32 rows, bool clear, Body&& body) {
+  const u32 lane = threadIdx.x & 31u;
+  const u32 words = (rows + 31u) / 32u;
+  for (u32 first = (GlobalIndex() >> 5) * 32u; first < words; first += GridStride()) {
+    const u32 word = first + lane < words ? bits[first + lane] : 0u;
+    if (clear && word != 0u) bits[first + lane] = 0u;
+    const u32 count = __popc(word);
+    u32 inclusive = count;  // set bits in this lane's word and the ones before
+    for (int offset = 1; offset < 32; offset <<= 1) {
+      const u32 before = __shfl_up_sync(0xFFFFFFFFu, inclusive, offset);
+      if (lane >= static_cast<u32>(offset)) inclusive += before;
+    }
+    const u32 total = __shfl_sync(0xFFFFFFFFu, inclusive, 31);
+    for (u32 step = 0; step < total; step += 32u) {
+      const u32 j = step + lane;  // this lane's set bit, counted across the words
+      // The lane whose word holds bit j: the first with inclusive > j.
+      u32 lo = 0, hi = 31;
+      for (int k = 0; k < 5; ++k) {
+        const u32 mid = (lo + hi) >> 1;
+        const u32 at = __shfl_sync(0xFFFFFFFFu, inclusive, mid);
+        if (at <= j) {
+          lo = mid + 1;
+        } else {
+          hi = mid;
+        }
+      }
+      u32 bits_of = __shfl_sync(0xFFFFFFFFu, word, lo);
+      const u32 skip = j - (__shfl_sync(0xFFFFFFFFu, inclusive, lo) - __popc(bits_of));
+      if (j < total) {
+        for (u32 t = 0; t < skip; ++t) bits_of &= bits_of - 1u;
+        body((first + lo) * 32u + static_cast<u32>(__ffs(bits_of) - 1));
+      }
+    }
+  }
+}
 
 }  // namespace
 
-// The row records, from the columns (after an upload or a column write).
+// --- Columns: validation, row records, signatures, new classes -----------
+
+// Checks the rows [first_row, rows) and children [child_base, child_base +
+// child_limit) just uploaded, as the host checks did (columns.cc): class
+// ids below `classes`, each row's child range (relative to child_base)
+// inside child_limit and after the previous row's. Records the first bad
+// index of each check (relative to first_row and child_base); the host
+// words the message from the caller's copy of that entry.
+extern "C" __global__ void vyre_eg_validate(VyreEgArgs a) {
+  const u32* classes = Ptr<const u32>(a.row_classes);
+  const u32* offs = Ptr<const u32>(a.child_offsets);
+  const u32* lens = Ptr<const u32>(a.child_lengths);
+  const u32* kids = Ptr<const u32>(a.children);
+  VyreEgCounters* c = Counters(a);
+  for (u32 r = a.first_row + GlobalIndex(); r < a.rows; r += GridStride()) {
+    const u32 i = r - a.first_row;
+    if (classes[r] >= a.classes) atomicMin(&c->bad_row_class, i);
+    const u64 off = offs[r];
+    bool bad = off + lens[r] > a.child_limit;
+    if (r > a.first_row) bad = bad || off < u64{offs[r - 1]} + lens[r - 1];
+    if (bad) atomicMin(&c->bad_range, i);
+  }
+  for (u32 k = GlobalIndex(); k < a.child_limit; k += GridStride()) {
+    if (kids[a.child_base + k] >= a.classes) atomicMin(&c->bad_child, k);
+  }
+}
+
+// Appended rows' offsets, from their append's children to the image's.
+extern "C" __global__ void vyre_eg_rebase_offsets(VyreEgArgs a) {
+  u32* offs = Ptr<u32>(a.child_offsets);
+  for (u32 r = a.first_row + GlobalIndex(); r < a.rows; r += GridStride()) offs[r] += a.child_base;
+}
+
+// The row records of rows [first_row, rows), from the columns (after an
+// upload, an append or a column write).
 extern "C" __global__ void vyre_eg_pack_rows(VyreEgArgs a) {
   const u32* ops = Ptr<const u32>(a.row_ops);
   const u32* lens = Ptr<const u32>(a.child_lengths);
   const u32* offs = Ptr<const u32>(a.child_offsets);
   const u32* classes = Ptr<const u32>(a.row_classes);
   RowRecord* records = Ptr<RowRecord>(a.records);
-  for (u32 r = GlobalIndex(); r < a.rows; r += GridStride()) {
+  for (u32 r = a.first_row + GlobalIndex(); r < a.rows; r += GridStride()) {
     records[r] = make_uint4(ops[r], lens[r], offs[r], classes[r]);
   }
 }
 
-// parent[x] = x.
+// Classes [first_class, classes) alone: parent[x] = rep[x] = x.
 extern "C" __global__ void vyre_eg_init_parent(VyreEgArgs a) {
   u32* parent = Ptr<u32>(a.parent);
-  for (u32 x = GlobalIndex(); x < a.classes; x += GridStride()) parent[x] = x;
+  u32* rep = Ptr<u32>(a.rep);
+  for (u32 x = a.first_class + GlobalIndex(); x < a.classes; x += GridStride()) {
+    parent[x] = x;
+    rep[x] = x;
+  }
 }
 
-// Merges every (unions[2i], unions[2i+1]).
-extern "C" __global__ void vyre_eg_apply_unions(VyreEgArgs a) {
-  const u32* unions = Ptr<const u32>(a.unions);
-  u32* parent = Ptr<u32>(a.parent);
-  ForEachInWarpSteps(a.union_count, [&](u32 i) {
-    if (Unite(parent, unions[2 * i], unions[2 * i + 1], nullptr)) {
-      atomicAdd(&Counters(a)->union_merges, 1ull);
-    }
+// Rows [first_row, rows) join the next round's worklist (appended rows).
+extern "C" __global__ void vyre_eg_mark_rows(VyreEgArgs a) {
+  u32* dirty = Ptr<u32>(a.dirty_rows);
+  for (u32 r = a.first_row + GlobalIndex(); r < a.rows; r += GridStride()) {
+    atomicOr(dirty + (r >> 5), 1u << (r & 31u));
+  }
+}
+
+// The library's row signatures of rows [first_row, rows): a hash of each
+// row as uploaded.
+extern "C" __global__ void vyre_eg_signatures(VyreEgArgs a) {
+  const u32* ops = Ptr<const u32>(a.row_ops);
+  const u32* offs = Ptr<const u32>(a.child_offsets);
+  const u32* lens = Ptr<const u32>(a.child_lengths);
+  const u32* kids = Ptr<const u32>(a.children);
+  u32* sig = Ptr<u32>(a.signatures);
+  ForEachInWarpSteps(a.rows - a.first_row, [&](u32 i) {
+    const u32 r = a.first_row + i;
+    sig[r] = HashRow(ops[r], lens[r], kids + offs[r], false);
   });
 }
 
-// parent[x] = root of x, so later rounds read a class's root in one load.
-// Two launches: the first halves paths as it goes (cheap on long chains),
-// the second, read-only, makes every entry the root even where a halving
-// write of the first landed after an entry's own.
+// --- The parent index: a counting sort of (child class, row) -------------
+//
+// index_count counts each class's child references into index_offsets
+// (zeroed first), the prefix sum makes the counts inclusive ends, and
+// index_scatter places each row at its class's end minus one, which leaves
+// every entry at its class's start: [offsets[c], offsets[c + 1]).
+
+extern "C" __global__ void vyre_eg_index_count(VyreEgArgs a) {
+  const u32* offs = Ptr<const u32>(a.child_offsets);
+  const u32* lens = Ptr<const u32>(a.child_lengths);
+  const u32* kids = Ptr<const u32>(a.children);
+  u32* counts = Ptr<u32>(a.index_offsets);
+  ForEachInWarpSteps(a.rows, [&](u32 r) {
+    const u32 off = offs[r];
+    for (u32 i = 0, n = lens[r]; i < n; ++i) atomicAdd(counts + kids[off + i], 1u);
+  });
+}
+
+extern "C" __global__ void vyre_eg_index_scatter(VyreEgArgs a) {
+  const u32* offs = Ptr<const u32>(a.child_offsets);
+  const u32* lens = Ptr<const u32>(a.child_lengths);
+  const u32* kids = Ptr<const u32>(a.children);
+  u32* ends = Ptr<u32>(a.index_offsets);
+  u32* rows_of = Ptr<u32>(a.index_rows);
+  ForEachInWarpSteps(a.rows, [&](u32 r) {
+    const u32 off = offs[r];
+    for (u32 i = 0, n = lens[r]; i < n; ++i) rows_of[atomicSub(ends + kids[off + i], 1u) - 1u] = r;
+  });
+}
+
+// An inclusive prefix sum of index_offsets[0, scan_count) in place, in
+// tiles of kScanTile entries: the tiles' sums (scan_reduce), their
+// exclusive prefix (scan_top, one block), then each tile's own sum plus
+// its tile's prefix (scan_down). Grid: one block per tile (scan_blocks).
+constexpr u32 kScanThreads = 256;
+constexpr u32 kScanItems = 8;
+constexpr u32 kScanTile = kScanThreads * kScanItems;
+
+namespace {
+
+// Inclusive sum over the block of one value per thread.
+__device__ __forceinline__ u32 BlockInclusiveSum(u32 value, u32* shared_warps) {
+  const u32 lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
+  for (int offset = 1; offset < 32; offset <<= 1) {
+    const u32 before = __shfl_up_sync(0xFFFFFFFFu, value, offset);
+    if (lane >= static_cast<u32>(offset)) value += before;
+  }
+  if (lane == 31u) shared_warps[warp] = value;
+  __syncthreads();
+  if (warp == 0) {
+    const u32 warps = blockDim.x / 32u;
+    u32 w = lane < warps ? shared_warps[lane] : 0u;
+    for (int offset = 1; offset < 32; offset <<= 1) {
+      const u32 before = __shfl_up_sync(0xFFFFFFFFu, w, offset);
+      if (lane >= static_cast<u32>(offset)) w += before;
+    }
+    if (lane < warps) shared_warps[lane] = w;
+  }
+  __syncthreads();
+  const u32 result = value + (warp > 0 ? shared_warps[warp - 1] : 0u);
+  __syncthreads();  // shared_warps is reused by the caller's next call
+  return result;
+}
+
+}  // namespace
+
+extern "C" __global__ void __launch_bounds__(kScanThreads) vyre_eg_scan_reduce(VyreEgArgs a) {
+  __shared__ u32 warps[kScanThreads / 32];
+  const u32* v = Ptr<const u32>(a.index_offsets);
+  const u64 begin = u64{blockIdx.x} * kScanTile;
+  u32 sum = 0;
+  for (u32 i = threadIdx.x; i < kScanTile; i += kScanThreads) {
+    if (begin + i < a.scan_count) sum += v[begin + i];
+  }
+  sum = BlockInclusiveSum(sum, warps);
+  if (threadIdx.x == kScanThreads - 1) Ptr<u32>(a.scan_sums)[blockIdx.x] = sum;
+}
+
+extern "C" __global__ void __launch_bounds__(1024) vyre_eg_scan_top(VyreEgArgs a) {
+  __shared__ u32 warps[32];
+  u32* sums = Ptr<u32>(a.scan_sums);
+  u32 carry = 0;
+  for (u32 first = 0; first < a.scan_blocks; first += blockDim.x) {
+    const u32 i = first + threadIdx.x;
+    const u32 value = i < a.scan_blocks ? sums[i] : 0u;
+    const u32 inclusive = BlockInclusiveSum(value, warps);
+    if (i < a.scan_blocks) sums[i] = carry + inclusive - value;
+    __shared__ u32 total;
+    if (threadIdx.x == blockDim.x - 1) total = inclusive;
+    __syncthreads();
+    carry += total;
+    __syncthreads();
+  }
+}
+
+extern "C" __global__ void __launch_bounds__(kScanThreads) vyre_eg_scan_down(VyreEgArgs a) {
+  __shared__ u32 warps[kScanThreads / 32];
+  u32* v = Ptr<u32>(a.index_offsets);
+  const u64 begin = u64{blockIdx.x} * kScanTile + u64{threadIdx.x} * kScanItems;
+  u32 items[kScanItems];
+  u32 sum = 0;
+  for (u32 k = 0; k < kScanItems; ++k) {
+    items[k] = begin + k < a.scan_count ? v[begin + k] : 0u;
+    sum += items[k];
+    items[k] = sum;
+  }
+  const u32 before = BlockInclusiveSum(sum, warps) - sum + Ptr<const u32>(a.scan_sums)[blockIdx.x];
+  for (u32 k = 0; k < kScanItems; ++k) {
+    if (begin + k < a.scan_count) v[begin + k] = items[k] + before;
+  }
+}
+
+namespace {
+
+// The changed-class list gets x once per rebuild (its bit in changed_bits);
+// every lane of the warp must call it.
+__device__ __forceinline__ void NoteChanged(const VyreEgArgs& a, u32 x, bool changed) {
+  bool fresh = false;
+  if (changed) {
+    const u32 bit = 1u << (x & 31u);
+    fresh = (atomicOr(Ptr<u32>(a.changed_bits) + (x >> 5), bit) & bit) == 0u;
+  }
+  const u32 slot = WarpTake(&Counters(a)->changed_count, fresh);
+  if (fresh) Ptr<u32>(a.changed_list)[slot] = x;
+}
+
+}  // namespace
+
+// --- Union-find ------------------------------------------------------------
+
+// Merges every (unions[2i], unions[2i+1]), recording the linked roots in
+// this round's hooked set for relink.
+extern "C" __global__ void vyre_eg_apply_unions(VyreEgArgs a) {
+  const u32* unions = Ptr<const u32>(a.unions);
+  u32* parent = Ptr<u32>(a.parent);
+  VyreEgCounters* c = Counters(a);
+  u32* hooked = HookedThisRound(a, c->rounds);
+  u32 linked = 0;
+  ForEachInWarpSteps(a.union_count, [&](u32 i) {
+    if (Unite(parent, unions[2 * i], unions[2 * i + 1], hooked)) {
+      atomicAdd(&c->union_merges, 1ull);
+      ++linked;
+    }
+  });
+  AddPerWarp(&c->linked, linked);
+}
+
+// parent[x] = root of x for every class, after many unions: chains the
+// unions built are halved once here instead of walked by every member in
+// relink. Two launches: the first halves paths as it goes (cheap on long
+// chains), the second, read-only, makes every entry the root even where a
+// halving write of the first landed after an entry's own.
 extern "C" __global__ void vyre_eg_compress(VyreEgArgs a) {
   if (Done(a)) return;
   u32* parent = Ptr<u32>(a.parent);
@@ -322,15 +561,7 @@ extern "C" __global__ void vyre_eg_settle(VyreEgArgs a) {
   });
 }
 
-// The library's row signatures: a hash of each row as uploaded.
-extern "C" __global__ void vyre_eg_signatures(VyreEgArgs a) {
-  const u32* ops = Ptr<const u32>(a.row_ops);
-  const u32* offs = Ptr<const u32>(a.child_offsets);
-  const u32* lens = Ptr<const u32>(a.child_lengths);
-  const u32* kids = Ptr<const u32>(a.children);
-  u32* sig = Ptr<u32>(a.signatures);
-  ForEachInWarpSteps(a.rows, [&](u32 r) { sig[r] = HashRow(ops[r], lens[r], kids + offs[r], false); });
-}
+// --- Rounds ---------------------------------------------------------------
 
 // At the start of a full round: empties the table.
 extern "C" __global__ void vyre_eg_clear_table(VyreEgArgs a) {
@@ -341,116 +572,80 @@ extern "C" __global__ void vyre_eg_clear_table(VyreEgArgs a) {
   if (GlobalIndex() == 0) Counters(a)->placed = 0;
 }
 
-// Canonical children and hashes. A full round recomputes every row; later
-// rounds only rows with a child whose root was linked last round (a bit test
-// in a set small enough to stay in L2), and mark them in the dirty-row
-// bitset: one word per 32 rows, written whole by its warp's ballot, so no
-// atomics, no block barriers and no clearing (every word is rewritten).
-// The number of dirty rows takes one atomic per block, at the end. It also
-// clears the bitset this round's links will be recorded in.
+// Canonical children and hashes of the rows this round visits: every row in
+// a full round (which also empties the worklist bitset: it visits them all),
+// else the worklist's rows (appended rows, and rows a child of which relink
+// found merged). Children's canonical classes are one load each (rep is flat
+// at every round's start). Also clears this round's hooked set.
 extern "C" __global__ void __launch_bounds__(kBlockThreads) vyre_eg_refresh(VyreEgArgs a) {
   if (Done(a)) return;
-  const bool full = Counters(a)->full != 0;
-  const u32 rounds = Counters(a)->rounds;
+  const VyreEgCounters* counters = Counters(a);
+  const bool full = counters->full != 0;
+  const u32 rounds = counters->rounds;
   u32* clear = HookedThisRound(a, rounds);
   for (u32 w = GlobalIndex(); w < a.hooked_words; w += GridStride()) clear[w] = 0;
-  const u32* hooked = HookedLastRound(a, rounds);
-  // The columns, not the row records: a scan that reads offsets and
-  // lengths moves half the bytes; ops are read for dirty rows only.
   const u32* ops = Ptr<const u32>(a.row_ops);
   const u32* offs = Ptr<const u32>(a.child_offsets);
   const u32* lens = Ptr<const u32>(a.child_lengths);
   const u32* kids = Ptr<const u32>(a.children);
-  const u32* parent = Ptr<const u32>(a.parent);
+  const u32* rep = Ptr<const u32>(a.rep);
   u32* canon = Ptr<u32>(a.canon);
   u32* hash = Ptr<u32>(a.hash);
   u32* dirty_rows = Ptr<u32>(a.dirty_rows);
   unsigned char* changed_in = Ptr<unsigned char>(a.changed_in);
-  const u32 table_round = Counters(a)->table_round;
+  const u32 table_round = counters->table_round;
   const bool weak = a.weak_hash != 0;
-  const u32 lane = threadIdx.x & 31u;
-  // A full refresh's one random load per child is the union-find's: the
-  // first round skips it when the host knows every class is its own root (a
-  // fresh image: the common pass), and takes one load when every entry is a
-  // root. Later full rounds (rare: a table near full) walk.
-  const u32 roots = rounds == 0 ? a.parent_state : VYRE_EG_PARENT_ANY;
-  auto root_of = [&](u32 x) {
-    if (roots == VYRE_EG_PARENT_IDENTITY) return x;
-    if (roots == VYRE_EG_PARENT_FLAT) return parent[x];
-    return Root(parent, x);
-  };
-  u32 dirty_count = 0;
-  // Whole warps step together (base is warp-uniform), for the ballot.
+  // A full refresh's one random load per child is the canonical classes':
+  // the first round skips it when the host knows every class is its own
+  // root (a fresh image: the common pass).
+  const bool identity = rounds == 0 && a.parent_state == VYRE_EG_PARENT_IDENTITY;
+  auto root_of = [&](u32 x) { return identity ? x : rep[x]; };
+  if (!full) {
+    ForEachSetRow(dirty_rows, a.rows, /*clear=*/false, [&](u32 r) {
+      const u32 off = offs[r];
+      const u32 len = lens[r];
+      u32* c = canon + off;
+      for (u32 i = 0; i < len; ++i) c[i] = rep[kids[off + i]];
+      hash[r] = HashRow(ops[r], len, c, weak);
+      // The row's entries from before this round are stale from now on.
+      changed_in[r] = static_cast<unsigned char>(table_round);
+    });
+    return;
+  }
+  // Whole warps step together (base is warp-uniform): a warp's 32 rows are
+  // one word of the worklist bitset, which lane 0 empties.
   for (u32 base = blockIdx.x * kBlockThreads; base < a.rows; base += GridStride()) {
     const u32 r = base + threadIdx.x;
-    bool dirty = false;
     if (r < a.rows) {
+      if ((threadIdx.x & 31u) == 0) dirty_rows[r >> 5] = 0u;
       const u32 off = offs[r];
       const u32 len = lens[r];
       u32 pair[2] = {kEmpty, kEmpty};
       // The bucketed pass's refresh (forms set) keeps the children of a row
       // of two or fewer in registers: its forms carry them, and neither
       // canon nor changed_in is read before the next full refresh.
-      const bool form_only = full && a.forms != 0 && len <= 2;
+      const bool form_only = a.forms != 0 && len <= 2;
       u32* c = form_only ? pair : canon + off;
-      if (full) {
-        for (u32 i = 0; i < len; ++i) c[i] = root_of(kids[off + i]);
-        dirty = true;
-      } else {
-        // Every parent entry is a root here (the last round's relink made it
-        // so, as do init_parent and compress + settle), so a child whose
-        // root was linked finds its new root in one load.
-        for (u32 i = 0; i < len; ++i) {
-          const u32 old = c[i];
-          if ((hooked[old >> 5] >> (old & 31u)) & 1u) {
-            c[i] = LoadVolatile(parent + old);
-            dirty = true;
-          }
-        }
+      for (u32 i = 0; i < len; ++i) c[i] = root_of(kids[off + i]);
+      hash[r] = HashRow(ops[r], len, c, weak);
+      if (a.forms != 0) {
+        Ptr<uint4>(a.forms)[r] =
+            PackForm(ops[r], len, c, root_of(Ptr<const u32>(a.row_classes)[r]));
       }
-      if (dirty) {
-        hash[r] = HashRow(ops[r], len, c, weak);
-        if (full && a.forms != 0) {
-          Ptr<uint4>(a.forms)[r] =
-              PackForm(ops[r], len, c, root_of(Ptr<const u32>(a.row_classes)[r]));
-        }
-        // The row's entries from before this round are stale from now on
-        // (a full round starts a new table: round 0).
-        if (!form_only) changed_in[r] = static_cast<unsigned char>(table_round);
-      }
+      // A full round starts a new table (round 0).
+      if (!form_only) changed_in[r] = static_cast<unsigned char>(table_round);
     }
-    if (full) {
-      __syncwarp();  // see ForEachInWarpSteps
-      continue;
-    }
-    const u32 ballot = __ballot_sync(0xFFFFFFFFu, dirty);
-    if (lane == 0 && r < a.rows) dirty_rows[r >> 5] = ballot;
-    dirty_count += dirty ? 1u : 0u;
-  }
-  if (full) return;
-  // Block sum of the dirty rows, then one atomic.
-  __shared__ u32 warp_sums[kBlockWarps];
-  for (int offset = 16; offset > 0; offset >>= 1) {
-    dirty_count += __shfl_down_sync(0xFFFFFFFFu, dirty_count, offset);
-  }
-  if (lane == 0) warp_sums[threadIdx.x >> 5] = dirty_count;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    u32 total = 0;
-    for (u32 w = 0; w < kBlockWarps; ++w) total += warp_sums[w];
-    if (total != 0) atomicAdd(&Counters(a)->dirty_count, total);
+    __syncwarp();  // see ForEachInWarpSteps
   }
 }
 
 // Finds each visited row's group (a row of equal canonical form, through the
 // table) and merges their classes, or places the row as a new group. A full
-// round visits every row; later rounds the dirty rows, a warp per bitset
-// word (the lanes of set bits work; their rows' loads are coalesced).
+// round visits every row; later rounds the worklist's rows, which it empties.
 extern "C" __global__ void __launch_bounds__(kBlockThreads) vyre_eg_insert(VyreEgArgs a) {
   if (Done(a)) return;
   VyreEgCounters* counters = Counters(a);
   const bool full = counters->full != 0;
-  const u32* dirty_rows = Ptr<const u32>(a.dirty_rows);
   const u32* hash = Ptr<const u32>(a.hash);
   const RowRecord* records = Ptr<const RowRecord>(a.records);
   const u32* canon = Ptr<const u32>(a.canon);
@@ -458,9 +653,9 @@ extern "C" __global__ void __launch_bounds__(kBlockThreads) vyre_eg_insert(VyreE
   u32* hooked = HookedThisRound(a, counters->rounds);
   const GroupTable t{Ptr<u64>(a.table), a.table_mask, counters->table_round,
                      Ptr<const unsigned char>(a.changed_in)};
-  const u32 lane = threadIdx.x & 31u;
-  u32 placed = 0, merged = 0, lost = 0;
+  u32 placed = 0, merged = 0, lost = 0, visits = 0;
   auto visit = [&](u32 r) {
+    ++visits;
     const RowRecord mine = records[r];
     bool was_placed = false;
     u32 other = kEmpty;
@@ -476,58 +671,58 @@ extern "C" __global__ void __launch_bounds__(kBlockThreads) vyre_eg_insert(VyreE
   if (full) {
     ForEachInWarpSteps(a.rows, visit);
   } else {
-    // A warp takes 32 words (1024 rows) at a time and deals their set bits
-    // out to its lanes, 32 rows a step, so every lane works while the rows
-    // stay close together.
-    const u32 words = (a.rows + 31u) / 32u;
-    for (u32 first = (GlobalIndex() >> 5) * 32u; first < words; first += GridStride()) {
-      const u32 word = first + lane < words ? dirty_rows[first + lane] : 0u;
-      const u32 count = __popc(word);
-      u32 inclusive = count;  // set bits in this lane's word and the ones before
-      for (int offset = 1; offset < 32; offset <<= 1) {
-        const u32 before = __shfl_up_sync(0xFFFFFFFFu, inclusive, offset);
-        if (lane >= static_cast<u32>(offset)) inclusive += before;
-      }
-      const u32 total = __shfl_sync(0xFFFFFFFFu, inclusive, 31);
-      for (u32 step = 0; step < total; step += 32u) {
-        const u32 j = step + lane;  // this lane's set bit, counted across the words
-        // The lane whose word holds bit j: the first with inclusive > j.
-        u32 lo = 0, hi = 31;
-        for (int k = 0; k < 5; ++k) {
-          const u32 mid = (lo + hi) >> 1;
-          const u32 at = __shfl_sync(0xFFFFFFFFu, inclusive, mid);
-          if (at <= j) {
-            lo = mid + 1;
-          } else {
-            hi = mid;
-          }
-        }
-        u32 bits = __shfl_sync(0xFFFFFFFFu, word, lo);
-        const u32 skip = j - (__shfl_sync(0xFFFFFFFFu, inclusive, lo) - __popc(bits));
-        if (j < total) {
-          for (u32 t = 0; t < skip; ++t) bits &= bits - 1u;
-          visit((first + lo) * 32u + static_cast<u32>(__ffs(bits) - 1));
-        }
-      }
-    }
+    ForEachSetRow(Ptr<u32>(a.dirty_rows), a.rows, /*clear=*/true, visit);
   }
   AddPerWarp(&counters->placed, placed);
   AddPerWarp(&counters->merges_round, merged);
+  AddPerWarp(&counters->linked, merged);
   AddPerWarp(&counters->overflow, lost);
+  AddPerWarp(&counters->visits_round, visits);
 }
 
-// End of a round's merges: parent[x] = root of x again. Every entry was a
-// root at the round's start, and the roots linked this round have their bit
-// set, so only entries pointing at a linked root need walking (read-only, so
-// the result is the root whatever other threads write meanwhile).
-extern "C" __global__ void vyre_eg_relink(VyreEgArgs a) {
+// End of a round's merges (or of the unions): every class whose canonical
+// class (rep) is a root linked this round gets its new root, in rep and in
+// parent, joins the changed-class list, and puts the rows that name it as a
+// child (the parent index) on the next round's worklist. Roots are read,
+// never written, so the result is the root whatever other threads write
+// meanwhile. A class that is no member of a linked root keeps parent == rep:
+// path halving only writes entries whose parent is no longer a root.
+extern "C" __global__ void __launch_bounds__(kBlockThreads) vyre_eg_relink(VyreEgArgs a) {
   if (Done(a)) return;
+  const VyreEgCounters* counters = Counters(a);
+  if (counters->linked == 0) return;
   u32* parent = Ptr<u32>(a.parent);
-  const u32* hooked = HookedThisRound(a, Counters(a)->rounds);
-  ForEachInWarpSteps(a.classes, [&](u32 x) {
-    const u32 p = parent[x];
-    if ((hooked[p >> 5] >> (p & 31u)) & 1u) parent[x] = Root(parent, p);
-  });
+  u32* rep = Ptr<u32>(a.rep);
+  const u32* hooked = HookedThisRound(a, counters->rounds);
+  const u32* starts = Ptr<const u32>(a.index_offsets);
+  const u32* rows_of = Ptr<const u32>(a.index_rows);
+  u32* dirty = Ptr<u32>(a.dirty_rows);
+  const u32 lane = threadIdx.x & 31u;
+  for (u32 base = GlobalIndex() - lane; base < a.classes; base += GridStride()) {
+    const u32 x = base + lane;
+    bool member = false;
+    if (x < a.classes) {
+      const u32 p = rep[x];
+      if ((hooked[p >> 5] >> (p & 31u)) & 1u) {
+        const u32 root = Root(parent, p);
+        parent[x] = root;
+        rep[x] = root;
+        member = true;
+      }
+    }
+    NoteChanged(a, x, member);
+    // The warp takes each member's rows in turn, so that a class many rows
+    // name is spread over the lanes.
+    for (u32 members = __ballot_sync(0xFFFFFFFFu, member); members != 0u;
+         members &= members - 1u) {
+      const u32 m = base + static_cast<u32>(__ffs(members) - 1);
+      const u32 end = starts[m + 1];
+      for (u32 k = starts[m] + lane; k < end; k += 32u) {
+        const u32 row = rows_of[k];
+        atomicOr(dirty + (row >> 5), 1u << (row & 31u));
+      }
+    }
+  }
 }
 
 // One thread: closes the round and decides the next.
@@ -538,7 +733,8 @@ extern "C" __global__ void vyre_eg_round_end(VyreEgArgs a) {
   VyreEgCounters* c = Counters(a);
   if (c->done) return;
   c->rounds += 1;
-  c->rows_visited += c->full ? a.rows : c->dirty_count;
+  c->rows_visited += c->visits_round;
+  c->full_rounds += c->full;
   if (c->merges_round == 0 && c->overflow == 0) {
     c->done = 1;
   } else {
@@ -552,10 +748,22 @@ extern "C" __global__ void vyre_eg_round_end(VyreEgArgs a) {
                 : 0u;
   c->table_round = c->full ? 0u : c->table_round + 1u;
   c->merges_round = 0;
-  c->dirty_count = 0;
+  c->visits_round = 0;
+  c->linked = 0;
   c->overflow = 0;
   if (c->max_rounds != 0 && c->rounds >= c->max_rounds) c->done = 1;
   __threadfence_system();
+}
+
+// The first union_count changed classes (the host's count: the counters
+// may have served a pass since) as (class, canonical class) pairs, into
+// pairs_out.
+extern "C" __global__ void vyre_eg_gather_changed(VyreEgArgs a) {
+  const u32* list = Ptr<const u32>(a.changed_list);
+  const u32* rep = Ptr<const u32>(a.rep);
+  uint2* out = Ptr<uint2>(a.pairs_out);
+  const u32 n = a.union_count;
+  for (u32 i = GlobalIndex(); i < n; i += GridStride()) out[i] = make_uint2(list[i], rep[list[i]]);
 }
 
 // Pass: each row finds (or founds) its group without merging; each group

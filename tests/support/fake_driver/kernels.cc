@@ -151,6 +151,18 @@ constexpr KnownKernel kKnownKernels[] = {
     {"vyre_eg_signatures", nullptr, {}, 0},
     {"vyre_eg_init_parent", nullptr, {}, 0},
     {"vyre_eg_pack_rows", nullptr, {}, 0},
+    // Creation and appends check the uploaded columns on the device: run
+    // here (egraph_kernels.cc), so their refusals are tested on the fake.
+    // Appends also rebase the new rows' offsets, mark them for the next
+    // rebuild and rebuild the parent index: accepted and not run.
+    {"vyre_eg_validate", RunEgraphValidate, {}, 0},
+    {"vyre_eg_rebase_offsets", nullptr, {}, 0},
+    {"vyre_eg_mark_rows", nullptr, {}, 0},
+    {"vyre_eg_index_count", nullptr, {}, 0},
+    {"vyre_eg_scan_reduce", nullptr, {}, 0},
+    {"vyre_eg_scan_top", nullptr, {}, 0},
+    {"vyre_eg_scan_down", nullptr, {}, 0},
+    {"vyre_eg_index_scatter", nullptr, {}, 0},
 };
 
 const KnownKernel* FindKnownKernel(const std::string& name) {

@@ -87,6 +87,9 @@ int MaxActiveBlocksPerMultiprocessor(int block_size, size_t dynamic_shared_bytes
 
 CUresult RunKernelNode(const FakeGraphNode& n);
 
+// vyre_eg_validate on the host (egraph_kernels.cc).
+CUresult RunEgraphValidate(const char* name, const KernelArgs& args, uint64_t threads);
+
 }  // namespace fake_driver
 
 #endif  // VYRE_TESTS_SUPPORT_FAKE_DRIVER_KERNELS_H_
