@@ -49,6 +49,36 @@ type EgraphColumns struct {
 	ChildLengths  []uint32
 	RowSignatures []uint32
 	Children      []uint32
+	// Capacity optionally reserves room for EgraphImage.Append (zero:
+	// exactly the counts above).
+	Capacity EgraphCapacity
+}
+
+// EgraphCapacity is room an image reserves at creation for appends
+// (row_capacity, class_capacity and child_capacity of
+// vyre_egraph_image_desc). 0, or less than the count created, means exactly
+// the count; appends past the capacity grow it to the next power of two of
+// what they need.
+type EgraphCapacity struct {
+	Rows     uint64
+	Classes  uint64
+	Children uint64
+}
+
+// EgraphAppend is rows and classes to append to an image
+// (vyre_egraph_append_desc). ClassCount new classes are numbered from the
+// image's ClassCount() on, each alone; RowClasses and Children may name any
+// class below the image's ClassCount() plus ClassCount. The row columns
+// have one entry per row (RowSignatures is optional: nil computes them);
+// ChildOffsets index this append's Children (from 0, in row order).
+type EgraphAppend struct {
+	ClassCount    uint64
+	RowClasses    []uint32
+	RowOps        []uint32
+	ChildOffsets  []uint32
+	ChildLengths  []uint32
+	RowSignatures []uint32
+	Children      []uint32
 }
 
 // EgraphNode is one e-node for NodesToColumns.
@@ -82,6 +112,14 @@ func NodesToColumns(nodes []EgraphNode) *EgraphColumns {
 	return c
 }
 
+// NodesToAppend lays nodes out as rows to append (children in node order,
+// offsets from 0) with newClasses new classes.
+func NodesToAppend(nodes []EgraphNode, newClasses uint64) *EgraphAppend {
+	c := NodesToColumns(nodes)
+	return &EgraphAppend{ClassCount: newClasses, RowClasses: c.RowClasses, RowOps: c.RowOps,
+		ChildOffsets: c.ChildOffsets, ChildLengths: c.ChildLengths, Children: c.Children}
+}
+
 // EgraphImage holds an e-graph's e-nodes and a union-find over its
 // e-classes, on a context's GPU or on the host (the library's CPU
 // reference) (vyre_egraph_image). Close destroys it; closing twice is
@@ -89,11 +127,32 @@ func NodesToColumns(nodes []EgraphNode) *EgraphColumns {
 type EgraphImage struct {
 	ctx        *Context
 	h          atomic.Uint64
-	classCount uint64
+	classCount atomic.Uint64 // appends add to it
 }
 
 func u32ptr(a *callArena, field **C.uint32_t, v []uint32) {
 	a.goIn((*unsafe.Pointer)(unsafe.Pointer(field)), AsBytes(v))
+}
+
+// checkRowColumns: every row column has as many entries as rowClasses
+// (signatures may be nil).
+func checkRowColumns(op string, rowClasses, rowOps, childOffsets, childLengths, signatures []uint32) error {
+	rows := len(rowClasses)
+	for _, col := range []struct {
+		name string
+		v    []uint32
+	}{{"RowOps", rowOps}, {"ChildOffsets", childOffsets}, {"ChildLengths", childLengths}} {
+		if len(col.v) != rows {
+			return goError(StatusInvalidArgument, op,
+				"%s has %d entries and RowClasses %d. Fix: give every row column one entry per row.",
+				col.name, len(col.v), rows)
+		}
+	}
+	if signatures != nil && len(signatures) != rows {
+		return goError(StatusInvalidArgument, op,
+			"RowSignatures has %d entries for %d rows. Fix: give one per row, or nil.", len(signatures), rows)
+	}
+	return nil
 }
 
 func newEgraphImage(ctx *Context, device EgraphDevice, cols *EgraphColumns, threads uint32) (*EgraphImage, error) {
@@ -102,19 +161,9 @@ func newEgraphImage(ctx *Context, device EgraphDevice, cols *EgraphColumns, thre
 		cols = &EgraphColumns{}
 	}
 	rows := len(cols.RowClasses)
-	for _, col := range []struct {
-		name string
-		v    []uint32
-	}{{"RowOps", cols.RowOps}, {"ChildOffsets", cols.ChildOffsets}, {"ChildLengths", cols.ChildLengths}} {
-		if len(col.v) != rows {
-			return nil, goError(StatusInvalidArgument, op,
-				"%s has %d entries and RowClasses %d. Fix: give every row column one entry per row.",
-				col.name, len(col.v), rows)
-		}
-	}
-	if cols.RowSignatures != nil && len(cols.RowSignatures) != rows {
-		return nil, goError(StatusInvalidArgument, op,
-			"RowSignatures has %d entries for %d rows. Fix: give one per row, or nil.", len(cols.RowSignatures), rows)
+	if err := checkRowColumns(op, cols.RowClasses, cols.RowOps, cols.ChildOffsets, cols.ChildLengths,
+		cols.RowSignatures); err != nil {
+		return nil, err
 	}
 	classCount := cols.ClassCount
 	if classCount == 0 {
@@ -146,6 +195,9 @@ func newEgraphImage(ctx *Context, device EgraphDevice, cols *EgraphColumns, thre
 	}
 	u32ptr(a, &desc.children, cols.Children)
 	desc.cpu_threads = C.uint32_t(threads)
+	desc.row_capacity = C.uint64_t(cols.Capacity.Rows)
+	desc.class_capacity = C.uint64_t(cols.Capacity.Classes)
+	desc.child_capacity = C.uint64_t(cols.Capacity.Children)
 	out := (*C.vyre_egraph_image)(a.alloc(C.sizeof_vyre_egraph_image))
 	err := a.run(op, C.GOVYRE_EGRAPH_IMAGE_CREATE, 0, unsafe.Pointer(desc), 0, unsafe.Pointer(out))
 	runtime.KeepAlive(ctx)
@@ -153,7 +205,8 @@ func newEgraphImage(ctx *Context, device EgraphDevice, cols *EgraphColumns, thre
 	if err != nil {
 		return nil, err
 	}
-	img := &EgraphImage{ctx: ctx, classCount: classCount}
+	img := &EgraphImage{ctx: ctx}
+	img.classCount.Store(classCount)
 	img.h.Store(uint64(out.bits))
 	runtime.SetFinalizer(img, func(img *EgraphImage) { _ = img.Close() })
 	return img, nil
@@ -188,8 +241,8 @@ func (img *EgraphImage) check(op string) error {
 	return nil
 }
 
-// ClassCount is the image's class count.
-func (img *EgraphImage) ClassCount() uint64 { return img.classCount }
+// ClassCount is the image's class count (appends add to it).
+func (img *EgraphImage) ClassCount() uint64 { return img.classCount.Load() }
 
 // Close destroys the image (vyre_egraph_image_destroy).
 func (img *EgraphImage) Close() error {
@@ -251,6 +304,14 @@ type EgraphImageInfo struct {
 	CanonicalClassCount uint64
 	// Bytes the image and its scratch hold (device or host).
 	Bytes uint64
+	// Rows, classes and children the image holds before an Append must
+	// grow it.
+	RowCapacity   uint64
+	ClassCapacity uint64
+	ChildCapacity uint64
+	// ChangedClassCount is the number of classes whose canonical class the
+	// last rebuild changed (Changed lists them).
+	ChangedClassCount uint64
 }
 
 // Info describes the image (vyre_egraph_image_info_get).
@@ -269,7 +330,9 @@ func (img *EgraphImage) Info() (EgraphImageInfo, error) {
 	return EgraphImageInfo{Device: EgraphDevice(i.device), ContextHandle: uint64(i.context.bits),
 		RowCount: uint64(i.row_count), ClassCount: uint64(i.class_count),
 		ChildCount: uint64(i.child_count), CanonicalClassCount: uint64(i.canonical_class_count),
-		Bytes: uint64(i.bytes)}, nil
+		Bytes: uint64(i.bytes), RowCapacity: uint64(i.row_capacity),
+		ClassCapacity: uint64(i.class_capacity), ChildCapacity: uint64(i.child_capacity),
+		ChangedClassCount: uint64(i.changed_class_count)}, nil
 }
 
 // PassInto runs one congruence pass, merging nothing (vyre_egraph_pass),
@@ -312,6 +375,92 @@ func (img *EgraphImage) Pass() ([][2]uint32, error) {
 	return pairs[:m], nil
 }
 
+// Append adds classes and rows to the image in place
+// (vyre_egraph_image_append): the new classes are numbered from
+// ClassCount() on, each alone; the union-find and the canonical classes are
+// kept, and the next rebuild visits the new rows. The rows are validated as
+// at creation; a refused append changes nothing. Within the image's
+// capacity only the new rows are copied; past it the image grows (see
+// EgraphCapacity).
+func (img *EgraphImage) Append(rows *EgraphAppend) error {
+	const op = "vyre_egraph_image_append"
+	if err := img.check(op); err != nil {
+		return err
+	}
+	if rows == nil {
+		rows = &EgraphAppend{}
+	}
+	if err := checkRowColumns(op, rows.RowClasses, rows.RowOps, rows.ChildOffsets, rows.ChildLengths,
+		rows.RowSignatures); err != nil {
+		return err
+	}
+	a := getArena()
+	defer putArena(a)
+	desc := (*C.vyre_egraph_append_desc)(a.alloc(C.sizeof_vyre_egraph_append_desc))
+	desc.struct_size = C.sizeof_vyre_egraph_append_desc
+	desc.class_count = C.uint64_t(rows.ClassCount)
+	desc.row_count = C.uint64_t(len(rows.RowClasses))
+	desc.child_count = C.uint64_t(len(rows.Children))
+	u32ptr(a, &desc.row_classes, rows.RowClasses)
+	u32ptr(a, &desc.row_ops, rows.RowOps)
+	u32ptr(a, &desc.child_offsets, rows.ChildOffsets)
+	u32ptr(a, &desc.child_lengths, rows.ChildLengths)
+	if rows.RowSignatures != nil {
+		u32ptr(a, &desc.row_signatures, rows.RowSignatures)
+	}
+	u32ptr(a, &desc.children, rows.Children)
+	err := a.run(op, C.GOVYRE_EGRAPH_IMAGE_APPEND, img.h.Load(), unsafe.Pointer(desc), 0, nil)
+	runtime.KeepAlive(img)
+	runtime.KeepAlive(rows)
+	if err != nil {
+		return err
+	}
+	img.classCount.Add(rows.ClassCount)
+	return nil
+}
+
+// ChangedInto writes the classes whose canonical class the last rebuild
+// changed into `pairs` as (class, new canonical class), sorted by class
+// (vyre_egraph_changed_read); it returns the pair count. More pairs than
+// len(pairs) is an error (StatusOutOfRange) that writes nothing; nil pairs
+// asks the count.
+func (img *EgraphImage) ChangedInto(pairs [][2]uint32) (uint64, error) {
+	const op = "vyre_egraph_changed_read"
+	if err := img.check(op); err != nil {
+		return 0, err
+	}
+	var n C.uint64_t
+	var p *C.uint32_t
+	if len(pairs) > 0 {
+		p = (*C.uint32_t)(unsafe.Pointer(&pairs[0][0]))
+	}
+	err := call(op, func() C.vyre_status {
+		return C.vyre_egraph_changed_read(img.handle(), p, C.uint64_t(len(pairs)), &n)
+	})
+	runtime.KeepAlive(img)
+	return uint64(n), err
+}
+
+// Changed returns the classes whose canonical class the last rebuild
+// changed, as (class, new canonical class) pairs sorted by class: what an
+// e-matcher updates its indices from. After a rebuild with Reset its start
+// is every class alone; appended classes start alone.
+func (img *EgraphImage) Changed() ([][2]uint32, error) {
+	n, err := img.ChangedInto(nil)
+	if err != nil {
+		return nil, err
+	}
+	if n == 0 {
+		return [][2]uint32{}, nil
+	}
+	pairs := make([][2]uint32, n)
+	m, err := img.ChangedInto(pairs)
+	if err != nil {
+		return nil, err
+	}
+	return pairs[:m], nil
+}
+
 // Rebuild is what a rebuild does (vyre_egraph_rebuild_desc).
 type Rebuild struct {
 	// Unions are pairs of classes to merge first (e.g. e-matching's finds).
@@ -336,26 +485,36 @@ type RebuildResult struct {
 	UnionMerges   uint64
 	ClassesBefore uint64
 	ClassesAfter  uint64
-	RowsVisited   uint64
-	Device        time.Duration
-	Wall          time.Duration
+	// RowsVisited counts row visits over all rounds: a full round visits
+	// every row, an incremental one the rows appended since the last
+	// rebuild and those with a child whose class was merged.
+	RowsVisited uint64
+	Device      time.Duration
+	Wall        time.Duration
+	// ChangedClassCount is the number of classes whose canonical class this
+	// rebuild changed, its unions included (EgraphImage.Changed lists them).
+	ChangedClassCount uint64
+	// FullRounds is the number of rounds that visited every row (0 for a
+	// rebuild that was incremental throughout).
+	FullRounds uint32
 }
 
 func rebuildResultFromC(r *C.vyre_egraph_rebuild_result) RebuildResult {
 	return RebuildResult{Rounds: uint32(r.rounds), Merges: uint64(r.merges),
 		UnionMerges: uint64(r.union_merges), ClassesBefore: uint64(r.classes_before),
 		ClassesAfter: uint64(r.classes_after), RowsVisited: uint64(r.rows_visited),
-		Device: time.Duration(r.device_ns), Wall: time.Duration(r.wall_ns)}
+		Device: time.Duration(r.device_ns), Wall: time.Duration(r.wall_ns),
+		ChangedClassCount: uint64(r.changed_class_count), FullRounds: uint32(r.full_rounds)}
 }
 
 func (img *EgraphImage) rebuildDesc(a *callArena, op string, r *Rebuild) (*C.vyre_egraph_rebuild_desc, error) {
 	if r == nil {
 		return nil, nil
 	}
-	if r.Canonical != nil && uint64(len(r.Canonical)) != img.classCount {
+	if classes := img.classCount.Load(); r.Canonical != nil && uint64(len(r.Canonical)) != classes {
 		return nil, goError(StatusInvalidArgument, op,
 			"Canonical has %d entries for %d classes. Fix: pass a slice of ClassCount() entries, or nil.",
-			len(r.Canonical), img.classCount)
+			len(r.Canonical), classes)
 	}
 	d := (*C.vyre_egraph_rebuild_desc)(a.alloc(C.sizeof_vyre_egraph_rebuild_desc))
 	d.struct_size = C.sizeof_vyre_egraph_rebuild_desc

@@ -54,6 +54,10 @@ vyre_status govyre_call(int op, uint64_t handle, void* desc, size_t count, void*
                                          (const vyre_egraph_rebuild_desc*)desc,
                                          (vyre_pending*)out);
       break;
+    case GOVYRE_EGRAPH_IMAGE_APPEND:
+      status = vyre_egraph_image_append((vyre_egraph_image){handle},
+                                        (const vyre_egraph_append_desc*)desc);
+      break;
     case GOVYRE_SEQUENCE_CREATE:
       status = vyre_sequence_create((vyre_context){handle}, (const vyre_sequence_desc*)desc,
                                     (vyre_sequence*)out);

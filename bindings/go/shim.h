@@ -32,7 +32,8 @@ enum govyre_op {
   GOVYRE_EGRAPH_IMAGE_CREATE = 8,
   GOVYRE_EGRAPH_REBUILD = 9,
   GOVYRE_EGRAPH_REBUILD_ASYNC = 10,
-  GOVYRE_SEQUENCE_CREATE = 11
+  GOVYRE_SEQUENCE_CREATE = 11,
+  GOVYRE_EGRAPH_IMAGE_APPEND = 12
 };
 
 /* handle: the object the call acts on (its bits); desc: the call's

@@ -49,6 +49,17 @@ absl::Status CheckShape(const vyre_egraph_image_desc& d, const char* what) {
   return absl::OkStatus();
 }
 
+absl::Status CheckCapacity(uint64_t rows, uint64_t classes, uint64_t children, const char* what) {
+  if (rows > kMaxRows || classes > UINT32_MAX || children > UINT32_MAX) {
+    return Errorf(VYRE_STATUS_LIMIT_EXCEEDED,
+                  "%s: a capacity of %u rows, %u classes and %u children is past an image's "
+                  "limits (2^30 rows, 2^32 - 1 classes and children). Fix: reserve less, or "
+                  "split the e-graph.",
+                  what, rows, classes, children);
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CheckClassIds(const uint32_t* ids, uint64_t count, uint64_t first,
                            uint64_t class_count, const char* column, const char* what) {
   for (uint64_t i = 0; i < count; ++i) {

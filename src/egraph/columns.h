@@ -18,6 +18,10 @@ inline constexpr uint64_t kMaxRows = uint64_t{1} << 30;
 // Checks the counts and pointers of an image descriptor (not the values).
 absl::Status CheckShape(const vyre_egraph_image_desc& desc, const char* what);
 
+// Checks a reservation (or a growth) of `rows`, `classes` and `children`
+// against an image's limits.
+absl::Status CheckCapacity(uint64_t rows, uint64_t classes, uint64_t children, const char* what);
+
 // Checks class ids: every value below class_count. `column` names it.
 absl::Status CheckClassIds(const uint32_t* ids, uint64_t count, uint64_t first,
                            uint64_t class_count, const char* column, const char* what);

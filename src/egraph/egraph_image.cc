@@ -147,6 +147,8 @@ absl::StatusOr<std::shared_ptr<EgraphImage>> EgraphImage::Create(
                   what, desc.context.bits);
   }
   VYRE_RETURN_IF_ERROR(egraph::CheckShape(desc, what));
+  VYRE_RETURN_IF_ERROR(egraph::CheckCapacity(desc.row_capacity, desc.class_capacity,
+                                             desc.child_capacity, what));
   // A GPU image's values are checked on the device, after the upload.
   if (!context) VYRE_RETURN_IF_ERROR(egraph::CheckColumns(egraph::ViewOf(desc), what));
   std::shared_ptr<EgraphImage> image(new EgraphImage());
@@ -316,19 +318,6 @@ void EgraphImage::PointArgs() {
 
 namespace {
 
-// Capacity asked for (a desc's reservation or what an append needs), within
-// the image's limits.
-absl::Status CheckCapacity(const EgraphCapacity& c, const char* what) {
-  if (c.rows > egraph::kMaxRows || c.classes > UINT32_MAX || c.children > UINT32_MAX) {
-    return Errorf(VYRE_STATUS_LIMIT_EXCEEDED,
-                  "%s: a capacity of %u rows, %u classes and %u children is past an image's "
-                  "limits (2^30 rows, 2^32 - 1 classes and children). Fix: reserve less, or "
-                  "split the e-graph.",
-                  what, c.rows, c.classes, c.children);
-  }
-  return absl::OkStatus();
-}
-
 VyreEgCounters ValidationCounters() {
   VyreEgCounters init{};
   init.bad_row_class = init.bad_child = init.bad_range = 0xFFFFFFFFu;
@@ -352,7 +341,6 @@ absl::Status EgraphImage::CreateOnDevice(const vyre_egraph_image_desc& desc, con
   capacity_.rows = std::max(rows_, desc.row_capacity);
   capacity_.classes = std::max(classes_, desc.class_capacity);
   capacity_.children = std::max(child_count_, desc.child_capacity);
-  VYRE_RETURN_IF_ERROR(CheckCapacity(capacity_, what));
   VYRE_RETURN_IF_ERROR(
       AllocateStorage(capacity_, &slab_, &scratch_, &layout_, &scratch_layout_, what));
   VYRE_ASSIGN_OR_RETURN(pinned_counters_,
@@ -469,14 +457,15 @@ absl::Status EgraphImage::AppendOnDevice(const vyre_egraph_append_desc& d, const
   const CUdeviceptr base = block.device();
   struct {
     const uint32_t* from;
-    uint64_t at, entries, to;  // `to`: the column's span in the slab layout
+    uint64_t at, entries;
+    uint32_t column;  // where it goes (ColumnOffset, after any growth)
   } columns[] = {
-      {d.row_classes, at_classes, rows, layout_.row_classes},
-      {d.row_ops, at_ops, rows, layout_.row_ops},
-      {d.child_offsets, at_offsets, rows, layout_.child_offsets},
-      {d.child_lengths, at_lengths, rows, layout_.child_lengths},
-      {d.row_signatures, at_sig, rows, layout_.signatures},
-      {d.children, at_kids, kids, layout_.children},
+      {d.row_classes, at_classes, rows, VYRE_EGRAPH_COLUMN_ROW_CLASSES},
+      {d.row_ops, at_ops, rows, VYRE_EGRAPH_COLUMN_ROW_OPS},
+      {d.child_offsets, at_offsets, rows, VYRE_EGRAPH_COLUMN_CHILD_OFFSETS},
+      {d.child_lengths, at_lengths, rows, VYRE_EGRAPH_COLUMN_CHILD_LENGTHS},
+      {d.row_signatures, at_sig, rows, VYRE_EGRAPH_COLUMN_ROW_SIGNATURES},
+      {d.children, at_kids, kids, VYRE_EGRAPH_COLUMN_CHILDREN},
   };
   HostUploads copies(ctx);
   for (const auto& c : columns) {
@@ -519,9 +508,9 @@ absl::Status EgraphImage::AppendOnDevice(const vyre_egraph_append_desc& d, const
   CUstream stream = ctx.stream();
   for (const auto& c : columns) {
     if (c.from == nullptr || c.entries == 0) continue;
-    const uint64_t first = c.to == layout_.children ? child_count_ : rows_;
-    VYRE_CU(what, cuMemcpyDtoDAsync, slab_.device() + c.to + first * 4, base + c.at,
-            c.entries * 4, stream);
+    const uint64_t first = c.column == VYRE_EGRAPH_COLUMN_CHILDREN ? child_count_ : rows_;
+    VYRE_CU(what, cuMemcpyDtoDAsync, slab_.device() + ColumnOffset(c.column) + first * 4,
+            base + c.at, c.entries * 4, stream);
   }
   const uint64_t first_row = rows_, first_class = classes_, child_base = child_count_;
   rows_ = needed.rows;
@@ -540,9 +529,9 @@ absl::Status EgraphImage::AppendOnDevice(const vyre_egraph_append_desc& d, const
   if (status.ok()) status = Launch(kernels_.init_parent, d.class_count, range, what);
   if (status.ok()) status = Launch(kernels_.pack_rows, rows, range, what);
   if (status.ok()) status = Launch(kernels_.mark_rows, rows, range, what);
-  // The parent index covers every row again; a rebuild that follows costs
-  // what changed, the index included.
-  if (status.ok() && rows > 0) status = BuildIndex(what);
+  // The parent index covers every row and class again (relink reads the
+  // range of every class), so the rebuild that follows costs what changed.
+  if (status.ok()) status = BuildIndex(what);
   ctx.telemetry().sync_points.Add();
   CUresult synced = driver::Api().cuStreamSynchronize(stream);  // the block is read until here
   // The counts moved: EgraphImage::Append adds them again.

@@ -194,14 +194,15 @@ absl::Status EgraphRebuild::EnqueueUnions(const vyre_egraph_rebuild_desc& desc, 
   VYRE_CU(what, cuMemcpyHtoDAsync, unions_device_.device(), unions_pinned_.host(), bytes, stream);
   ctx.telemetry().h2d_operations.Add();
   ctx.telemetry().h2d_bytes.Add(bytes);
-  // The roots the unions link are recorded in round 1's hooked set (both
-  // sets start empty), for relink to move their members and put the rows
-  // that name them on round 1's worklist.
+  // The roots the unions link are recorded in the hooked set round 1 reads
+  // as the round before's (both sets start empty), for relink to move their
+  // members and put the rows that name them on round 1's worklist.
   VYRE_CU(what, cuMemsetD32Async, im.args_.hooked, 0, uint64_t{im.args_.hooked_words} * 2, stream);
   ctx.telemetry().memset_operations.Add();
   VyreEgArgs with_unions = im.args_;
   with_unions.unions = unions_device_.device();
   with_unions.union_count = static_cast<uint32_t>(desc.union_count);
+  with_unions.union_phase = 1;
   VYRE_RETURN_IF_ERROR(im.Launch(im.kernels_.apply_unions, desc.union_count, with_unions, what));
   if (desc.union_count > kFewUnions) {
     // Many unions can chain roots deeply: halve every path once instead of
@@ -209,7 +210,7 @@ absl::Status EgraphRebuild::EnqueueUnions(const vyre_egraph_rebuild_desc& desc, 
     VYRE_RETURN_IF_ERROR(im.Launch(im.kernels_.compress, im.classes_, im.args_, what));
     VYRE_RETURN_IF_ERROR(im.Launch(im.kernels_.settle, im.classes_, im.args_, what));
   }
-  VYRE_RETURN_IF_ERROR(im.Launch(im.kernels_.relink, im.classes_, im.args_, what));
+  VYRE_RETURN_IF_ERROR(im.Launch(im.kernels_.relink, im.classes_, with_unions, what));
   // Round 1 counts its own links.
   VYRE_CU(what, cuMemsetD32Async, im.args_.counters + offsetof(VyreEgCounters, linked), 0, 1,
           stream);

@@ -39,6 +39,12 @@ struct VyreEgCounters {
   vyre_eg_u32 bad_child;
   vyre_eg_u32 bad_range;
   vyre_eg_u32 full_rounds;     // rounds that visited every row
+  // Set by relink for the next round: so many roots were linked that the
+  // next refresh finds its rows by scanning every row's canonical children
+  // against the linked roots, instead of relink marking them through the
+  // parent index (random stores per parent row).
+  vyre_eg_u32 scan_rows;
+  vyre_eg_u32 reserved;
 };
 
 struct VyreEgArgs {
@@ -99,7 +105,10 @@ struct VyreEgArgs {
   vyre_eg_u32 part_segments, part_blocks, part_bins, part_shift;
   // What a round-0 refresh may assume of the union-find (VYRE_EG_PARENT_*):
   // the host knows it from what ran on the image since its creation.
-  vyre_eg_u32 parent_state, unused;
+  vyre_eg_u32 parent_state;
+  // 1 for the unions before round 1: their links go to the hooked set that
+  // round 1 reads as "the round before" (HookedThisRound(rounds + 1)).
+  vyre_eg_u32 union_phase;
   // Range kernels (create, append): rows from first_row, classes from
   // first_class; validation checks child ranges against child_limit
   // children and adds child_base to the offsets it accepted.

@@ -129,10 +129,20 @@ __device__ bool Unite(u32* parent, u32 a, u32 b, u32* hooked) {
   }
 }
 
-// The bitset this round's links are recorded in (two alternate by round).
+// The bitset this round's links are recorded in, and the one of the round
+// before (two alternate by round; the unions before round 1 use the one
+// round 1 reads as the round before's).
 __device__ __forceinline__ u32* HookedThisRound(const VyreEgArgs& a, u32 rounds) {
-  return Ptr<u32>(a.hooked) + (rounds & 1u) * a.hooked_words;
+  return Ptr<u32>(a.hooked) + ((rounds + a.union_phase) & 1u) * a.hooked_words;
 }
+__device__ __forceinline__ const u32* HookedLastRound(const VyreEgArgs& a, u32 rounds) {
+  return Ptr<const u32>(a.hooked) + ((rounds + 1u) & 1u) * a.hooked_words;
+}
+
+// Up to rows / kIndexMarkShare linked roots in a round, relink marks the
+// next round's rows through the parent index; more, and the next refresh
+// scans every row (one bit test per child) instead.
+constexpr u32 kIndexMarkShare = 16;
 
 __device__ __forceinline__ u32 Rotl(u32 x, int r) { return (x << r) | (x >> (32 - r)); }
 
@@ -572,6 +582,60 @@ extern "C" __global__ void vyre_eg_clear_table(VyreEgArgs a) {
   if (GlobalIndex() == 0) Counters(a)->placed = 0;
 }
 
+namespace {
+
+// A round after many links: every row whose canonical children include a
+// root linked last round (a bit test in a set small enough to stay in L2)
+// takes its children's new classes and joins the worklist. Each warp owns
+// whole words of the bitset, so it ORs its ballot in without atomics (bits
+// already set are appended rows waiting for this round).
+__device__ void RefreshByScan(const VyreEgArgs& a, u32 table_round) {
+  const u32 rounds = Counters(a)->rounds;
+  const u32* hooked = HookedLastRound(a, rounds);
+  const u32* ops = Ptr<const u32>(a.row_ops);
+  const u32* offs = Ptr<const u32>(a.child_offsets);
+  const u32* lens = Ptr<const u32>(a.child_lengths);
+  const u32* kids = Ptr<const u32>(a.children);
+  const u32* rep = Ptr<const u32>(a.rep);
+  u32* canon = Ptr<u32>(a.canon);
+  u32* hash = Ptr<u32>(a.hash);
+  u32* dirty_rows = Ptr<u32>(a.dirty_rows);
+  unsigned char* changed_in = Ptr<unsigned char>(a.changed_in);
+  const bool weak = a.weak_hash != 0;
+  const u32 lane = threadIdx.x & 31u;
+  for (u32 base = blockIdx.x * kBlockThreads; base < a.rows; base += GridStride()) {
+    const u32 r = base + threadIdx.x;
+    bool dirty = false;
+    if (r < a.rows) {
+      const u32 off = offs[r];
+      const u32 len = lens[r];
+      u32* c = canon + off;
+      // canon holds each child's class as of its row's last refresh, a
+      // root then; a linked one's new root is rep's (relink moved it).
+      for (u32 i = 0; i < len; ++i) {
+        const u32 old = c[i];
+        if ((hooked[old >> 5] >> (old & 31u)) & 1u) {
+          c[i] = rep[kids[off + i]];
+          dirty = true;
+        }
+      }
+      const u32 waiting = dirty_rows[r >> 5];  // appended rows
+      if (!dirty && ((waiting >> (r & 31u)) & 1u)) {
+        for (u32 i = 0; i < len; ++i) c[i] = rep[kids[off + i]];
+        dirty = true;
+      }
+      if (dirty) {
+        hash[r] = HashRow(ops[r], len, c, weak);
+        changed_in[r] = static_cast<unsigned char>(table_round);
+      }
+    }
+    const u32 ballot = __ballot_sync(0xFFFFFFFFu, dirty);
+    if (lane == 0 && r < a.rows) dirty_rows[r >> 5] |= ballot;
+  }
+}
+
+}  // namespace
+
 // Canonical children and hashes of the rows this round visits: every row in
 // a full round (which also empties the worklist bitset: it visits them all),
 // else the worklist's rows (appended rows, and rows a child of which relink
@@ -600,7 +664,7 @@ extern "C" __global__ void __launch_bounds__(kBlockThreads) vyre_eg_refresh(Vyre
   // root (a fresh image: the common pass).
   const bool identity = rounds == 0 && a.parent_state == VYRE_EG_PARENT_IDENTITY;
   auto root_of = [&](u32 x) { return identity ? x : rep[x]; };
-  if (!full) {
+  if (!full && counters->scan_rows == 0) {
     ForEachSetRow(dirty_rows, a.rows, /*clear=*/false, [&](u32 r) {
       const u32 off = offs[r];
       const u32 len = lens[r];
@@ -610,6 +674,10 @@ extern "C" __global__ void __launch_bounds__(kBlockThreads) vyre_eg_refresh(Vyre
       // The row's entries from before this round are stale from now on.
       changed_in[r] = static_cast<unsigned char>(table_round);
     });
+    return;
+  }
+  if (!full) {
+    RefreshByScan(a, table_round);
     return;
   }
   // Whole warps step together (base is warp-uniform): a warp's 32 rows are
@@ -689,8 +757,11 @@ extern "C" __global__ void __launch_bounds__(kBlockThreads) vyre_eg_insert(VyreE
 // path halving only writes entries whose parent is no longer a root.
 extern "C" __global__ void __launch_bounds__(kBlockThreads) vyre_eg_relink(VyreEgArgs a) {
   if (Done(a)) return;
-  const VyreEgCounters* counters = Counters(a);
-  if (counters->linked == 0) return;
+  VyreEgCounters* counters = Counters(a);
+  const u32 linked = counters->linked;
+  const bool scan = linked > a.rows / kIndexMarkShare;
+  if (GlobalIndex() == 0) counters->scan_rows = scan ? 1u : 0u;  // read by the next refresh
+  if (linked == 0) return;
   u32* parent = Ptr<u32>(a.parent);
   u32* rep = Ptr<u32>(a.rep);
   const u32* hooked = HookedThisRound(a, counters->rounds);
@@ -711,6 +782,7 @@ extern "C" __global__ void __launch_bounds__(kBlockThreads) vyre_eg_relink(VyreE
       }
     }
     NoteChanged(a, x, member);
+    if (scan) continue;  // the next refresh finds the rows (RefreshByScan)
     // The warp takes each member's rows in turn, so that a class many rows
     // name is spread over the lanes.
     for (u32 members = __ballot_sync(0xFFFFFFFFu, member); members != 0u;

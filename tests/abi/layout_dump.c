@@ -283,6 +283,9 @@ int main(void) {
   FIELD(vyre_egraph_image_desc, children);
   FIELD(vyre_egraph_image_desc, cpu_threads);
   FIELD(vyre_egraph_image_desc, reserved0);
+  FIELD(vyre_egraph_image_desc, row_capacity);
+  FIELD(vyre_egraph_image_desc, class_capacity);
+  FIELD(vyre_egraph_image_desc, child_capacity);
 
   STRUCT(vyre_egraph_image_info);
   FIELD(vyre_egraph_image_info, struct_size);
@@ -293,6 +296,10 @@ int main(void) {
   FIELD(vyre_egraph_image_info, child_count);
   FIELD(vyre_egraph_image_info, canonical_class_count);
   FIELD(vyre_egraph_image_info, bytes);
+  FIELD(vyre_egraph_image_info, row_capacity);
+  FIELD(vyre_egraph_image_info, class_capacity);
+  FIELD(vyre_egraph_image_info, child_capacity);
+  FIELD(vyre_egraph_image_info, changed_class_count);
 
   STRUCT(vyre_egraph_rebuild_result);
   FIELD(vyre_egraph_rebuild_result, struct_size);
@@ -304,6 +311,22 @@ int main(void) {
   FIELD(vyre_egraph_rebuild_result, rows_visited);
   FIELD(vyre_egraph_rebuild_result, device_ns);
   FIELD(vyre_egraph_rebuild_result, wall_ns);
+  FIELD(vyre_egraph_rebuild_result, changed_class_count);
+  FIELD(vyre_egraph_rebuild_result, full_rounds);
+  FIELD(vyre_egraph_rebuild_result, reserved0);
+
+  STRUCT(vyre_egraph_append_desc);
+  FIELD(vyre_egraph_append_desc, struct_size);
+  FIELD(vyre_egraph_append_desc, reserved0);
+  FIELD(vyre_egraph_append_desc, class_count);
+  FIELD(vyre_egraph_append_desc, row_count);
+  FIELD(vyre_egraph_append_desc, child_count);
+  FIELD(vyre_egraph_append_desc, row_classes);
+  FIELD(vyre_egraph_append_desc, row_ops);
+  FIELD(vyre_egraph_append_desc, child_offsets);
+  FIELD(vyre_egraph_append_desc, child_lengths);
+  FIELD(vyre_egraph_append_desc, row_signatures);
+  FIELD(vyre_egraph_append_desc, children);
 
   STRUCT(vyre_egraph_rebuild_desc);
   FIELD(vyre_egraph_rebuild_desc, struct_size);

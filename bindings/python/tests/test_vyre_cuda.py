@@ -381,6 +381,10 @@ class HandleTest(unittest.TestCase):
         self.assertStatus(vc.Status.INVALID_HANDLE, image.pass_pairs)
         self.assertStatus(vc.Status.INVALID_HANDLE, image.rebuild)
         self.assertStatus(vc.Status.INVALID_HANDLE, image.rebuild_async)
+        self.assertStatus(vc.Status.INVALID_HANDLE, image.append, [0], [1], [0], [0], [])
+        self.assertStatus(vc.Status.INVALID_HANDLE, image.append_nodes, [(0, 1, ())])
+        self.assertStatus(vc.Status.INVALID_HANDLE, image.changed_pairs)
+        self.assertStatus(vc.Status.INVALID_HANDLE, image.changed_count)
         # A GPU image on a closed context.
         self.assertStatus(vc.Status.INVALID_HANDLE,
                           lambda: vc.EgraphImage.from_nodes([(0, 1, ())], context=ctx))
@@ -651,6 +655,53 @@ def naive_pass(nodes, canonical):
     return sorted(pairs)
 
 
+# A leaf op no random row uses: the fresh class it names is alone until a
+# union joins it.
+FRESH_LEAF = 100
+
+
+def growth(rng, nodes, old):
+    """Rows to append to an image of `nodes` (classes below `old`): returns
+    (rows, new, union, twin). new classes are numbered from old; the rows
+    are in old and new classes with children naming both, and one row, in
+    new class old + 1, is the old row `twin`'s op with a child swapped for
+    the fresh leaf class old: `union` (that leaf with the swapped child)
+    makes it congruent to the twin."""
+    new = 2 + rng.randrange(8)
+    total = old + new
+    leaf, twin_class = old, old + 1
+    twin = next((i for i, node in enumerate(nodes) if node[2]), 0)
+    _, op, kids = nodes[twin]
+    kids = list(kids)
+    if kids:
+        union = (leaf, kids[0])
+        kids[0] = leaf
+    else:  # a leaf twin is congruent at once; the union joins the fresh leaf
+        union = (leaf, nodes[twin][0])
+    rows = [(leaf, FRESH_LEAF, ()), (twin_class, op, tuple(kids))]
+    for _ in range(1 + rng.randrange(12)):
+        rows.append((rng.randrange(total), rng.randrange(6),
+                     tuple(rng.randrange(total) for _ in range(rng.randrange(3)))))
+    return rows, new, union, twin
+
+
+def node_columns(nodes):
+    """(row_classes, row_ops, child_offsets, child_lengths, children) of
+    nodes, children in row order from 0."""
+    offsets, children = [], []
+    for _, _, kids in nodes:
+        offsets.append(len(children))
+        children.extend(kids)
+    return ([n[0] for n in nodes], [n[1] for n in nodes], offsets,
+            [len(n[2]) for n in nodes], children)
+
+
+def changed_diff(before, after):
+    """(class, after[class]) wherever the canonical class changed, sorted by
+    class: what changed_pairs() lists."""
+    return [(c, after[c]) for c in range(len(after)) if before[c] != after[c]]
+
+
 class EgraphTestMixin:
     def expect_status(self, status, fn, *args, call=None, **kwargs):
         with self.assertRaises(vc.VyreError) as cm:
@@ -722,6 +773,211 @@ class EgraphTestMixin:
             self.check_result(r, rounds=3, merges=2, union_merges=1, classes_before=10,
                               classes_after=7)
             self.assertEqual(r.canonical, SMALL_CLOSED)
+
+    def image_state(self, img):
+        """info, every column and the changed list: a refused append must
+        leave all of it as it was."""
+        return (img.info(), {name: img.read(name) for name in
+                             ("row_classes", "row_ops", "child_offsets", "child_lengths",
+                              "row_signatures", "children", "canonical_classes")},
+                img.changed_pairs(), (img.row_count, img.class_count, img.child_count))
+
+    def check_refused_appends(self, img, rows, new):
+        """Appends the library (or the binding) refuses, each changing
+        nothing."""
+        before = self.image_state(img)
+        total = img.class_count + new
+        classes, ops, offsets, lengths, children = node_columns(rows)
+        append = "vyre_egraph_image_append"
+        e = self.expect_status(vc.Status.INVALID_ARGUMENT, img.append, classes[:-1] + [total],
+                               ops, offsets, lengths, children, class_count=new, call=append)
+        self.assertIn("row_classes[", e.message)
+        # The same rows without their new classes name classes past the count.
+        self.expect_status(vc.Status.INVALID_ARGUMENT, img.append, classes, ops, offsets,
+                           lengths, children, class_count=0, call=append)
+        longer = lengths[:-1] + [lengths[-1] + 1]
+        e = self.expect_status(vc.Status.INVALID_ARGUMENT, img.append, classes, ops, offsets,
+                               longer, children + [total], class_count=new, call=append)
+        self.assertIn("children[", e.message)
+        # A child range past the append's children (offsets index them).
+        self.expect_status(vc.Status.OUT_OF_RANGE, img.append, classes, ops, offsets, longer,
+                           children, class_count=new, call=append)
+        # What the binding checks before the library.
+        self.expect_python_error(ValueError, img.append, classes, ops[1:], offsets, lengths,
+                                 children, class_count=new)
+        self.expect_python_error(ValueError, img.append, classes, ops, offsets, lengths,
+                                 children, class_count=new, row_signatures=[1] * (len(rows) + 1))
+        self.expect_python_error(ValueError, img.append, classes, ops, offsets, lengths,
+                                 children, class_count=-1)
+        self.expect_python_error(ValueError, img.append, classes[:-1] + [-1], ops, offsets,
+                                 lengths, children, class_count=new)
+        self.expect_python_error(TypeError, img.append_nodes, [(0, 1)])
+        self.assertEqual(self.image_state(img), before, "a refused append changed the image")
+
+    def check_appends_without_rebuild(self, make_image):
+        """Appends and refused appends without a rebuild, what the fake
+        driver checks too: it validates appends on the host but runs none of
+        the other e-graph kernels, so the appended rows' child offsets
+        (rebased on the device), the signatures and the canonical classes are
+        not compared. make_image(nodes, classes, **capacities) builds the
+        image."""
+        rng = random.Random(28)
+        nodes = random_egraph(rng, 12, 30)
+        reserved = dict(row_capacity=64, class_capacity=32, child_capacity=96)
+        with make_image(nodes, 12, **reserved) as img:
+            info = img.info()
+            for name in ("row", "class", "child"):
+                self.assertGreaterEqual(info[f"{name}_capacity"], reserved[f"{name}_capacity"])
+            rows, new, _, _ = growth(random.Random(27), nodes, 12)
+            self.check_refused_appends(img, rows, new)
+            img.append_nodes(rows, class_count=new)
+            combined, classes = nodes + rows, 12 + new
+
+            def compare(label):
+                got = img.info()
+                self.assertEqual((got["row_count"], got["class_count"], got["child_count"],
+                                  got["changed_class_count"]),
+                                 (len(combined), classes, sum(len(n[2]) for n in combined), 0),
+                                 label)
+                for name in ("row", "class", "child"):
+                    self.assertGreaterEqual(got[f"{name}_capacity"], got[f"{name}_count"], label)
+                columns = node_columns(combined)
+                for name, index in (("row_classes", 0), ("row_ops", 1), ("child_lengths", 3),
+                                    ("children", 4)):
+                    self.assertEqual(list(img.read(name)), columns[index], f"{label}: {name}")
+                return got
+
+            within = compare("within the reservation")
+            for name in ("row", "class", "child"):
+                self.assertEqual(within[f"{name}_capacity"], info[f"{name}_capacity"],
+                                 "an append within the reservation does not grow the image")
+            # Past the reservation: the image grows and keeps every row.
+            more = [(i % 12, 1 + i % 4, ((i * 7) % 12,)) for i in range(64 + 7)]
+            img.append_nodes(more)
+            combined = combined + more
+            grown = compare("past the reservation")
+            self.assertGreater(grown["row_capacity"], within["row_capacity"])
+            self.assertEqual(img.changed_pairs(), [])
+
+    def check_growth(self, make_image, fresh_image, seeds=12):
+        """Create, rebuild, append rows naming old and new classes, rebuild
+        with a union that makes an appended row congruent to an old one:
+        canonical classes against naive_closure of everything and against an
+        image of everything at once; changed pairs against the diff of the
+        canonical classes; info's counts and capacities; refused appends.
+        make_image(nodes, classes, **capacities) and fresh_image(nodes,
+        classes) build images."""
+        rng = random.Random(2026)
+        for seed in range(seeds):
+            old = 2 + rng.randrange(30)
+            nodes = random_egraph(rng, old, 4 + rng.randrange(40))
+            unions1 = [(rng.randrange(old), rng.randrange(old)) for _ in range(rng.randrange(3))]
+            rows, new, union, twin = growth(rng, nodes, old)
+            total = old + new
+            children = sum(len(n[2]) for n in nodes)
+            added_children = sum(len(n[2]) for n in rows)
+            # No reservation; room for the append; less than the counts
+            # (taken as the counts).
+            reserved = [{}, dict(row_capacity=len(nodes) + len(rows) + 5,
+                                 class_capacity=total + 3,
+                                 child_capacity=children + added_children + 7),
+                        dict(row_capacity=1, class_capacity=1)][seed % 3]
+            with self.subTest(seed=seed, **reserved), \
+                    make_image(nodes, old, **reserved) as img:
+                info = img.info()
+                self.assertEqual((info["row_count"], info["class_count"], info["child_count"],
+                                  info["changed_class_count"]), (len(nodes), old, children, 0))
+                self.assertGreaterEqual(info["row_capacity"],
+                                        max(len(nodes), reserved.get("row_capacity", 0)))
+                self.assertGreaterEqual(info["class_capacity"],
+                                        max(old, reserved.get("class_capacity", 0)))
+                self.assertGreaterEqual(info["child_capacity"],
+                                        max(children, reserved.get("child_capacity", 0)))
+                self.assertEqual(img.changed_pairs(), [])
+
+                # The first rebuild: every class starts alone.
+                r1 = img.rebuild(unions=unions1)
+                canonical1 = naive_closure(nodes, old, unions1)[0]
+                self.assertEqual(r1.canonical, canonical1)
+                changed1 = changed_diff(list(range(old)), canonical1)
+                self.assertEqual(img.changed_pairs(), changed1)
+                self.assertEqual(img.changed_count(), len(changed1))
+                self.assertEqual(img.changed_pairs(capacity=len(changed1) + 3), changed1)
+                self.check_result(r1, changed_class_count=len(changed1))
+                self.assertEqual(img.info()["changed_class_count"], len(changed1))
+                self.assertTrue(1 <= r1.full_rounds <= r1.rounds, repr(r1))
+                if changed1:
+                    e = self.expect_status(vc.Status.OUT_OF_RANGE, img.changed_pairs,
+                                           capacity=len(changed1) - 1,
+                                           call="vyre_egraph_changed_read")
+                    self.assertIn(f"at least {len(changed1)} pairs", e.message)
+
+                self.check_refused_appends(img, rows, new)
+
+                # The append: new classes start alone, the old ones keep
+                # their canonical classes, and nothing is rebuilt yet.
+                room = img.info()
+                img.append_nodes(rows, class_count=new)
+                self.assertEqual((img.row_count, img.class_count, img.child_count),
+                                 (len(nodes) + len(rows), total, children + added_children))
+                info = img.info()
+                self.assertEqual((info["row_count"], info["class_count"], info["child_count"]),
+                                 (img.row_count, img.class_count, img.child_count))
+                self.assertEqual(info["canonical_class_count"], len(set(canonical1)) + new)
+                for name in ("row", "class", "child"):
+                    self.assertGreaterEqual(info[f"{name}_capacity"], info[f"{name}_count"])
+                    if seed % 3 == 1:  # within the reservation: not grown
+                        self.assertEqual(info[f"{name}_capacity"], room[f"{name}_capacity"])
+                # "The last rebuild" is still the first.
+                self.assertEqual(info["changed_class_count"], len(changed1))
+                self.assertEqual(img.changed_pairs(), changed1)
+                combined = nodes + rows
+                for name, values in zip(("row_classes", "row_ops", "child_offsets",
+                                         "child_lengths", "children"),
+                                        node_columns(combined)):
+                    self.assertEqual(list(img.read(name)), values, name)
+                start = list(canonical1) + list(range(old, total))
+                self.assertEqual(list(img.canonical_classes()), start)
+
+                # The second rebuild, with the union that makes the twin row
+                # congruent to its old row (and sometimes one joining old and
+                # new classes).
+                unions2 = [union]
+                if rng.randrange(2):
+                    unions2.append((rng.randrange(old), old + rng.randrange(new)))
+                r2 = img.rebuild(unions=unions2)
+                everything = unions1 + unions2
+                expected = naive_closure(combined, total, everything)[0]
+                self.assertEqual(list(r2.canonical), expected)
+                self.assertEqual(expected[old + 1], expected[nodes[twin][0]],
+                                 "the appended twin row joins its old row's class")
+                with fresh_image(combined, total) as at_once:
+                    self.assertEqual(list(at_once.rebuild(unions=everything).canonical),
+                                     expected, "an image of everything at once")
+                changed2 = changed_diff(start, expected)
+                self.assertEqual(img.changed_pairs(), changed2)
+                self.check_result(r2, changed_class_count=len(changed2),
+                                  classes_before=len(set(start)),
+                                  classes_after=len(set(expected)))
+                self.assertLessEqual(r2.full_rounds, r2.rounds)
+                info = img.info()
+                self.assertEqual((info["changed_class_count"], info["canonical_class_count"]),
+                                 (len(changed2), len(set(expected))))
+                self.assertEqual(img.pass_pairs(), [])
+
+                # Classes without rows, then a rebuild that changes nothing.
+                img.append([], [], [], [], [], class_count=2)
+                self.assertEqual(img.class_count, total + 2)
+                r3 = img.rebuild()
+                self.check_result(r3, merges=0, changed_class_count=0)
+                self.assertEqual(img.changed_pairs(), [])
+                after = expected + [total, total + 1]
+                self.assertEqual(list(r3.canonical), after)
+                # reset: the changes from every class alone.
+                r4 = img.rebuild(unions=everything, reset=True)
+                changed4 = changed_diff(list(range(total + 2)), after)
+                self.assertEqual(img.changed_pairs(), changed4)
+                self.assertEqual(r4.changed_class_count, len(changed4))
 
     def check_random_graphs(self, make_image, seeds=12):
         """Random graphs against naive_closure and naive_pass; make_image(nodes,
@@ -831,6 +1087,78 @@ class EgraphCpuTest(EgraphTestMixin, unittest.TestCase):
                 self.assertEqual(r.canonical, SMALL_CLOSED)
                 self.check_result(r, rounds=3, merges=2, union_merges=1, classes_before=10,
                                   classes_after=7)
+
+    def test_appended_rows_rebuild_like_an_image_of_everything(self):
+        for threads in (1, 0):
+            with self.subTest(cpu_threads=threads):
+                self.check_growth(
+                    lambda nodes, classes, **kw: vc.EgraphImage.from_nodes(
+                        nodes, class_count=classes, cpu_threads=threads, **kw),
+                    lambda nodes, classes: vc.EgraphImage.from_nodes(
+                        nodes, class_count=classes, cpu_threads=threads))
+
+    def test_appends_without_rebuilds(self):
+        # The same checks as on the fake driver, on the CPU reference.
+        self.check_appends_without_rebuild(
+            lambda nodes, classes, **kw: vc.EgraphImage.from_nodes(nodes, class_count=classes,
+                                                                   **kw))
+
+    def test_appends_to_empty_and_small_images(self):
+        # An empty image grows from nothing; class_count None counts the new
+        # classes the rows name.
+        with vc.EgraphImage([], [], [], [], []) as img:
+            self.expect_status(vc.Status.INVALID_ARGUMENT, img.append_nodes, SMALL_NODES[:4],
+                               class_count=0, call="vyre_egraph_image_append")
+            img.append_nodes(SMALL_NODES[:4])
+            self.assertEqual((img.row_count, img.class_count, img.child_count), (4, 4, 2))
+            r = img.rebuild(unions=[(1, 0)])
+            self.check_result(r, union_merges=1, merges=1, changed_class_count=2)
+            self.assertEqual(img.changed_pairs(), [(1, 0), (3, 2)])
+            # Rows naming only old classes add none.
+            img.append_nodes([(2, OP_F, (1,))])
+            self.assertEqual(img.class_count, 4)
+        # A reservation, signatures given with the rows, flat arrays.
+        with small_image(row_capacity=64, class_capacity=64, child_capacity=64) as img:
+            info = img.info()
+            for name in ("row", "class", "child"):
+                self.assertGreaterEqual(info[f"{name}_capacity"], 64)
+            # h(h(f(a))) and h(h(f(b))) in new classes 10 and 11.
+            img.append(array.array("I", [10, 11]), (OP_H, OP_H), [0, 1], [1, 1], [8, 9],
+                       row_signatures=[11, 12])
+            self.assertEqual(img.class_count, 12)
+            self.assertEqual(img.read("row_signatures", first=10), [11, 12])
+            self.assertEqual(img.read("child_offsets", first=9), [7, 8, 9])
+            r = img.rebuild(unions=[(0, 1)])
+            self.assertEqual(r.canonical, SMALL_CLOSED + [10, 10])
+            self.assertEqual(img.changed_pairs(), [(1, 0), (3, 2), (9, 8), (11, 10)])
+            self.assertEqual(img.info()["row_capacity"], info["row_capacity"])
+            # An unwaited asynchronous rebuild refuses appends and the list.
+            with img.rebuild_async() as pending:
+                self.expect_status(vc.Status.INVALID_STATE, img.append_nodes,
+                                   [(0, OP_A, ())])
+                self.expect_status(vc.Status.INVALID_STATE, img.changed_pairs)
+                self.expect_status(vc.Status.INVALID_STATE, img.changed_count)
+                r = pending.wait()
+            self.check_result(r, merges=0, changed_class_count=0)
+            self.assertEqual(img.row_count, 12)
+            self.expect_python_error(ValueError, img.changed_pairs, capacity=-1)
+        self.expect_python_error(ValueError, small_image, row_capacity=-1)
+        self.expect_python_error(ValueError, small_image, child_capacity=2 ** 64)
+
+    def test_numpy_appends(self):
+        try:
+            import numpy as np
+        except ImportError:
+            self.skipTest("numpy not installed")
+        with small_image(numpy=True) as img:
+            img.append(np.array([10, 11], dtype=np.uint32), np.array([OP_H, OP_H]),
+                       np.array([0, 1], dtype=np.uint32), np.array([1, 1], dtype=np.uint32),
+                       np.array([8, 9], dtype=np.int64))
+            self.assertEqual(img.class_count, 12)
+            r = img.rebuild(unions=np.array([[0, 1]], dtype=np.uint32))
+            np.testing.assert_array_equal(r.canonical, SMALL_CLOSED + [10, 10])
+            self.assertEqual(img.changed_pairs(), [(1, 0), (3, 2), (9, 8), (11, 10)])
+            self.expect_python_error(ValueError, img.append, np.array([-1]), [1], [0], [0], [])
 
     def test_canonical_outputs(self):
         with small_image() as img:
@@ -1919,6 +2247,15 @@ class EgraphFakeDriverTest(EgraphTestMixin, unittest.TestCase):
         self.expect_status(vc.Status.STALE_HANDLE, vc._call, "vyre_egraph_image_destroy",
                            vc.EgraphImageHandle(bits))
 
+    def test_gpu_image_appends(self):
+        # The fake validates appends but runs no rebuild kernel: appends
+        # without rebuilds (EgraphGpuTest rebuilds after appends).
+        with vc.Context() as ctx:
+            self.check_appends_without_rebuild(
+                lambda nodes, classes, **kw: ctx.egraph_image_from_nodes(
+                    nodes, class_count=classes, **kw))
+        self.assertEqual(fake_stats().misuse_errors, 0)
+
 
 @unittest.skipIf(FAKE_DRIVER, "the fake driver's e-graph kernels do nothing")
 class EgraphGpuTest(EgraphTestMixin, unittest.TestCase):
@@ -1939,6 +2276,22 @@ class EgraphGpuTest(EgraphTestMixin, unittest.TestCase):
     def test_random_graphs_match_a_naive_closure(self):
         self.check_random_graphs(lambda nodes, classes, seed: self.ctx.egraph_image_from_nodes(
             nodes, class_count=classes))
+
+    def test_appends_match_cpu_images(self):
+        # GPU images against CPU images of everything at once, and the
+        # reverse.
+        self.check_growth(
+            lambda nodes, classes, **kw: self.ctx.egraph_image_from_nodes(
+                nodes, class_count=classes, **kw),
+            lambda nodes, classes: vc.EgraphImage.from_nodes(nodes, class_count=classes))
+        self.check_growth(
+            lambda nodes, classes, **kw: vc.EgraphImage.from_nodes(nodes, class_count=classes,
+                                                                   **kw),
+            lambda nodes, classes: self.ctx.egraph_image_from_nodes(nodes, class_count=classes),
+            seeds=6)
+        self.check_appends_without_rebuild(
+            lambda nodes, classes, **kw: self.ctx.egraph_image_from_nodes(
+                nodes, class_count=classes, **kw))
 
     def test_async_rebuild_and_writes(self):
         with self.ctx.egraph_image_from_nodes(SMALL_NODES) as img:

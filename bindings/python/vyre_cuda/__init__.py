@@ -53,6 +53,16 @@ reference (device "cpu", no driver needed):
         res = img.rebuild(unions=[(0, 1)])  # a = b, so f(a) = f(b)
         res.merges, res.canonical           # 1, [0, 0, 2, 2]
 
+A saturation loop grows the image in place: append the e-nodes a match
+found (new classes are numbered from img.class_count on; reserve room at
+creation with row_capacity, class_capacity, child_capacity), rebuild with
+its unions (incrementally: the new rows and those whose children changed
+class), and update the matcher from the classes that moved:
+
+        img.append_nodes([(4, G, (2,)), (5, G, (3,))])  # g(f(a)), g(f(b))
+        res = img.rebuild()                 # g(f(a)) = g(f(b)): 5 joins 4
+        img.changed_pairs()                 # [(5, 4)]: (class, new canonical)
+
 Objects (Context, Buffer, Program, Pending, Graph, Sequence, EgraphImage) own
 a library handle: close() them or use them as context managers; garbage
 collection closes them too. A child keeps its Context alive, and closing a
@@ -92,8 +102,8 @@ from ._cdefs import (BUFFER_INFO_FLAG_BORROWED, C_STRUCTS, DISPATCH_FLAG_COOPERA
                      WAIT_FOREVER, _OPTIONAL, _PROTOTYPES, BindingDeclStruct, BufferHandle,
                      BufferInfoStruct, BufferWrapDescStruct, CodeKind, ContextDescStruct,
                      ContextHandle, DeviceInfoStruct, Dim3, DispatchBindingStruct,
-                     DispatchDescStruct, DownloadRangeStruct, EgraphColumn, EgraphDevice,
-                     EgraphImageDescStruct, EgraphImageHandle, EgraphImageInfoStruct,
+                     DispatchDescStruct, DownloadRangeStruct, EgraphAppendDescStruct,
+                     EgraphColumn, EgraphDevice, EgraphImageDescStruct, EgraphImageHandle, EgraphImageInfoStruct,
                      EgraphRebuildDescStruct, EgraphRebuildResultStruct, GraphHandle,
                      GraphInfoStruct, GraphNodeKind, GraphReplayDescStruct,
                      KernelNodeUpdateStruct, KernelParamStruct, LogCallbackType, LogLevel,
@@ -135,7 +145,8 @@ __all__ = [
 # standard-library names that module imported (dir(vyre_cuda) is unchanged).
 _COMPAT = (C_STRUCTS, _OPTIONAL, _PROTOTYPES, BindingDeclStruct, BufferHandle, BufferInfoStruct,
            BufferWrapDescStruct, ContextDescStruct, ContextHandle, DeviceInfoStruct, Dim3,
-           DispatchBindingStruct, DispatchDescStruct, DownloadRangeStruct, EgraphImageDescStruct,
+           DispatchBindingStruct, DispatchDescStruct, DownloadRangeStruct, EgraphAppendDescStruct,
+           EgraphImageDescStruct,
            EgraphImageHandle, EgraphImageInfoStruct, EgraphRebuildDescStruct,
            EgraphRebuildResultStruct, GraphHandle, GraphInfoStruct, GraphReplayDescStruct,
            KernelNodeUpdateStruct, KernelParamStruct, LogCallbackType, PendingHandle,

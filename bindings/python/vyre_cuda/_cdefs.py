@@ -435,6 +435,9 @@ class EgraphImageDescStruct(Structure):
         ("children", POINTER(c_uint32)),
         ("cpu_threads", c_uint32),
         ("reserved0", c_uint32),
+        ("row_capacity", c_uint64),
+        ("class_capacity", c_uint64),
+        ("child_capacity", c_uint64),
     ]
 
 
@@ -449,6 +452,10 @@ class EgraphImageInfoStruct(Structure):
         ("child_count", c_uint64),
         ("canonical_class_count", c_uint64),
         ("bytes", c_uint64),
+        ("row_capacity", c_uint64),
+        ("class_capacity", c_uint64),
+        ("child_capacity", c_uint64),
+        ("changed_class_count", c_uint64),
     ]
 
 
@@ -457,8 +464,8 @@ class EgraphRebuildResultStruct(Structure):
     _fields_ = [("struct_size", c_uint32), ("rounds", c_uint32)] + [
         (name, c_uint64) for name in (
             "merges", "union_merges", "classes_before", "classes_after", "rows_visited",
-            "device_ns", "wall_ns")
-    ]
+            "device_ns", "wall_ns", "changed_class_count")
+    ] + [("full_rounds", c_uint32), ("reserved0", c_uint32)]
 
 
 class EgraphRebuildDescStruct(Structure):
@@ -475,6 +482,23 @@ class EgraphRebuildDescStruct(Structure):
     ]
 
 
+class EgraphAppendDescStruct(Structure):
+    _c_name_ = "vyre_egraph_append_desc"
+    _fields_ = [
+        ("struct_size", c_uint32),
+        ("reserved0", c_uint32),
+        ("class_count", c_uint64),
+        ("row_count", c_uint64),
+        ("child_count", c_uint64),
+        ("row_classes", POINTER(c_uint32)),
+        ("row_ops", POINTER(c_uint32)),
+        ("child_offsets", POINTER(c_uint32)),
+        ("child_lengths", POINTER(c_uint32)),
+        ("row_signatures", POINTER(c_uint32)),
+        ("children", POINTER(c_uint32)),
+    ]
+
+
 #: Every C struct mirrored above (for the layout test).
 C_STRUCTS = (ContextHandle, BufferHandle, ProgramHandle, PendingHandle, GraphHandle,
              SequenceHandle, EgraphImageHandle, DeviceInfoStruct, ContextDescStruct,
@@ -484,7 +508,7 @@ C_STRUCTS = (ContextHandle, BufferHandle, ProgramHandle, PendingHandle, GraphHan
              DispatchDescStruct, TimingStruct, GraphReplayDescStruct, GraphInfoStruct,
              KernelNodeUpdateStruct, SequenceStepStruct, SequenceDescStruct,
              EgraphImageDescStruct, EgraphImageInfoStruct, EgraphRebuildResultStruct,
-             EgraphRebuildDescStruct)
+             EgraphRebuildDescStruct, EgraphAppendDescStruct)
 
 
 def _new(struct_type, **fields):
@@ -592,9 +616,13 @@ _PROTOTYPES = {
                                  POINTER(EgraphRebuildResultStruct)]),
     "vyre_egraph_rebuild_async": (_S, [EgraphImageHandle, POINTER(EgraphRebuildDescStruct),
                                        POINTER(PendingHandle)]),
+    "vyre_egraph_image_append": (_S, [EgraphImageHandle, POINTER(EgraphAppendDescStruct)]),
+    "vyre_egraph_changed_read": (_S, [EgraphImageHandle, POINTER(c_uint32), c_uint64,
+                                      POINTER(c_uint64)]),
 }
 
 # Functions newer than some libraries these bindings may load: a library
 # without them still loads, and only the features that need them fail.
 _OPTIONAL = frozenset({"vyre_buffer_wrap", "vyre_context_wait_stream",
-                       "vyre_context_signal_stream"})
+                       "vyre_context_signal_stream", "vyre_egraph_image_append",
+                       "vyre_egraph_changed_read"})

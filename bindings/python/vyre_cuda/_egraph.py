@@ -10,12 +10,13 @@ from ctypes import POINTER, byref, c_uint32, c_uint64, c_void_p
 from typing import Any, Dict, Iterable, List, Optional, Tuple, Union
 
 from ._cdefs import (EGRAPH_REBUILD_COLLIDING_HASH, EGRAPH_REBUILD_DEVICE_TIMING,
-                     EGRAPH_REBUILD_RESET, _U32_MAX, EgraphColumn, EgraphDevice,
-                     EgraphImageDescStruct, EgraphImageHandle, EgraphImageInfoStruct,
-                     EgraphRebuildDescStruct, EgraphRebuildResultStruct, PendingHandle, Status,
-                     _new, _struct_dict, _unsigned)
+                     EGRAPH_REBUILD_RESET, _U32_MAX, EgraphAppendDescStruct, EgraphColumn,
+                     EgraphDevice, EgraphImageDescStruct, EgraphImageHandle,
+                     EgraphImageInfoStruct, EgraphRebuildDescStruct, EgraphRebuildResultStruct,
+                     PendingHandle, Status, _new, _struct_dict, _unsigned)
 from ._errors import VyreError, _call
 from ._host_memory import _readable, _writable
+from ._loader import _require
 from ._context import Context, _Object
 from ._program import Pending
 
@@ -139,6 +140,50 @@ def _union_words(unions, what):
     return _u32_column(words, what)
 
 
+_ROW_COLUMNS = ("row_classes", "row_ops", "child_offsets", "child_lengths", "row_signatures",
+                "children")
+
+
+def _row_columns(what, row_classes, row_ops, child_offsets, child_lengths, children,
+                 row_signatures):
+    """The columns as {name: _U32Column} (row_signatures only when given),
+    every row column checked to have one entry per row."""
+    cols = {}
+    for name, values in zip(_ROW_COLUMNS, (row_classes, row_ops, child_offsets, child_lengths,
+                                           row_signatures, children)):
+        if values is not None or name != "row_signatures":
+            cols[name] = _u32_column(values, f"{what} {name}")
+    rows = cols["row_classes"].count
+    for name in ("row_ops", "child_offsets", "child_lengths", "row_signatures"):
+        if name in cols and cols[name].count != rows:
+            raise ValueError(f"{what}: {name} has {cols[name].count} entries but row_classes "
+                             f"has {rows}. Fix: pass one entry per row in every row column.")
+    return cols
+
+
+def _node_columns(nodes, what):
+    """(class, op, children) nodes as the five columns, children laid out in
+    row order from offset 0."""
+    row_classes: List[int] = []
+    row_ops: List[int] = []
+    offsets: List[int] = []
+    lengths: List[int] = []
+    children: List[int] = []
+    for i, node in enumerate(nodes):
+        try:
+            klass, op, kids = node
+            kids = list(kids)
+        except (TypeError, ValueError):
+            raise TypeError(f"{what}: node {i} is {node!r}. Fix: give each node as (class, op, "
+                            f"children), children a sequence of class ids.") from None
+        row_classes.append(klass)
+        row_ops.append(op)
+        offsets.append(len(children))
+        lengths.append(len(kids))
+        children.extend(kids)
+    return row_classes, row_ops, offsets, lengths, children
+
+
 def _egraph_device(device, context):
     if device is None:
         return EgraphDevice.GPU if context is not None else EgraphDevice.CPU
@@ -181,15 +226,21 @@ class EgraphRebuildResult:
     merges / union_merges: classes merged by congruence / by the unions given;
     classes_before / classes_after: distinct canonical classes before the
       unions and after the rebuild;
-    rows_visited: row visits over all rounds;
+    rows_visited: row visits over all rounds (a full round visits every row,
+      an incremental one the rows appended since the last rebuild and those
+      with a child whose class was merged);
     device_ns (device_timing, GPU images) and wall_ns: times;
+    changed_class_count: classes whose canonical class this rebuild changed,
+      its unions included (EgraphImage.changed_pairs() lists them);
+    full_rounds: rounds that visited every row (0 for a rebuild that was
+      incremental throughout);
     canonical: the canonical class of every class (a list, a numpy array for
       a numpy image, or the buffer passed as canonical), None if not asked;
     timing: for an asynchronous rebuild, the Pending's timing dict.
     """
 
     _FIELDS = ("rounds", "merges", "union_merges", "classes_before", "classes_after",
-               "rows_visited", "device_ns", "wall_ns")
+               "rows_visited", "device_ns", "wall_ns", "changed_class_count", "full_rounds")
     __slots__ = _FIELDS + ("canonical", "timing")
 
     def __init__(self, result, canonical=None):
@@ -233,10 +284,15 @@ class EgraphImage(_Object):
       never affect which rows merge.
     numpy: read() and rebuild() return numpy arrays (else lists); None: when
       any column given is a numpy array.
+    row_capacity, class_capacity, child_capacity: optional room reserved for
+      append() (0, or less than the count, means exactly the count); appends
+      past the capacity grow it to the next power of two of what they need.
 
     Every class starts alone; rebuild() merges, and the image keeps its
-    union-find for the next rebuild. A GPU image belongs to its Context:
-    closing the context releases it.
+    union-find for the next rebuild. append() grows the image in place (a
+    saturation loop: match, append e-nodes, rebuild with the unions found,
+    repeat), and changed_pairs() lists the classes the last rebuild moved. A
+    GPU image belongs to its Context: closing the context releases it.
     """
 
     _handle_type = EgraphImageHandle
@@ -250,30 +306,26 @@ class EgraphImage(_Object):
                  children: Any, class_count: Optional[int] = None,
                  device: Union[EgraphDevice, str, None] = None,
                  context: Optional[Context] = None, cpu_threads: int = 0,
-                 row_signatures: Any = None, numpy: Optional[bool] = None) -> None:
+                 row_signatures: Any = None, numpy: Optional[bool] = None,
+                 row_capacity: int = 0, class_capacity: int = 0,
+                 child_capacity: int = 0) -> None:
         device = _egraph_device(device, context)
         if device == EgraphDevice.GPU and context is None:
             raise ValueError("EgraphImage: a GPU image needs a Context. Fix: pass "
                              "context=vc.Context(), or device=\"cpu\" for the CPU reference.")
         super().__init__(0, context)
-        cols = {}
-        for name, values in (("row_classes", row_classes), ("row_ops", row_ops),
-                             ("child_offsets", child_offsets), ("child_lengths", child_lengths),
-                             ("row_signatures", row_signatures), ("children", children)):
-            if values is not None or name != "row_signatures":
-                cols[name] = _u32_column(values, f"EgraphImage {name}")
+        cols = _row_columns("EgraphImage", row_classes, row_ops, child_offsets, child_lengths,
+                            children, row_signatures)
         rows = cols["row_classes"].count
-        for name in ("row_ops", "child_offsets", "child_lengths", "row_signatures"):
-            if name in cols and cols[name].count != rows:
-                raise ValueError(f"EgraphImage: {name} has {cols[name].count} entries but "
-                                 f"row_classes has {rows}. Fix: pass one entry per row in every "
-                                 f"row column.")
         if class_count is None:
             class_count = max(cols["row_classes"].max(), cols["children"].max()) + 1
         desc = _new(EgraphImageDescStruct, device=device, row_count=rows,
                     class_count=_unsigned(class_count, 64, "class_count"),
                     child_count=cols["children"].count,
-                    cpu_threads=_unsigned(cpu_threads, 32, "cpu_threads"))
+                    cpu_threads=_unsigned(cpu_threads, 32, "cpu_threads"),
+                    row_capacity=_unsigned(row_capacity, 64, "row_capacity"),
+                    class_capacity=_unsigned(class_capacity, 64, "class_capacity"),
+                    child_capacity=_unsigned(child_capacity, 64, "child_capacity"))
         if context is not None:
             desc.context = context._h()
         for name, col in cols.items():
@@ -294,25 +346,7 @@ class EgraphImage(_Object):
         """An image of one row per node, each (class, op, children) with
         children a sequence of class ids (empty for a leaf), laid out in row
         order. Other arguments as for EgraphImage."""
-        row_classes: List[int] = []
-        row_ops: List[int] = []
-        offsets: List[int] = []
-        lengths: List[int] = []
-        children: List[int] = []
-        for i, node in enumerate(nodes):
-            try:
-                klass, op, kids = node
-                kids = list(kids)
-            except (TypeError, ValueError):
-                raise TypeError(f"EgraphImage.from_nodes: node {i} is {node!r}. Fix: give "
-                                f"each node as (class, op, children), children a sequence of "
-                                f"class ids.") from None
-            row_classes.append(klass)
-            row_ops.append(op)
-            offsets.append(len(children))
-            lengths.append(len(kids))
-            children.extend(kids)
-        return cls(row_classes, row_ops, offsets, lengths, children, **kwargs)
+        return cls(*_node_columns(nodes, "EgraphImage.from_nodes"), **kwargs)
 
     @property
     def context(self):
@@ -386,9 +420,12 @@ class EgraphImage(_Object):
 
     def info(self) -> Dict[str, Any]:
         """dict(device, context, row_count, class_count, child_count,
-        canonical_class_count, bytes); see vyre_egraph_image_info. context is
-        the Context's handle (0 for a CPU image); bytes the device (GPU) or
-        host (CPU) memory the image holds."""
+        canonical_class_count, bytes, row_capacity, class_capacity,
+        child_capacity, changed_class_count); see vyre_egraph_image_info.
+        context is the Context's handle (0 for a CPU image); bytes the device
+        (GPU) or host (CPU) memory the image holds; the capacities what it
+        holds before an append must grow it; changed_class_count the classes
+        whose canonical class the last rebuild changed."""
         info = _new(EgraphImageInfoStruct)
         _call("vyre_egraph_image_info_get", self._h(), byref(info))
         d = _struct_dict(info)
@@ -398,18 +435,88 @@ class EgraphImage(_Object):
             pass
         return d
 
+    def append(self, row_classes: Any, row_ops: Any, child_offsets: Any, child_lengths: Any,
+               children: Any, class_count: Optional[int] = None,
+               row_signatures: Any = None) -> None:
+        """Appends rows (e-nodes) and class_count new classes in place
+        (vyre_egraph_image_append). Columns as for EgraphImage; child_offsets
+        index these `children` (from 0, in row order). The new classes are
+        numbered from the image's class_count on, each alone; rows and
+        children may name any class below class_count + the new count.
+        class_count None: as many new classes as the largest id named needs.
+
+        The union-find and the canonical classes are kept; the next rebuild
+        visits the new rows. The rows are checked as at creation, and a
+        refused append (VyreError) changes nothing. Within the image's
+        capacity only the new rows are copied; past it the image grows."""
+        _require("vyre_egraph_image_append", "EgraphImage.append")
+        cols = _row_columns("EgraphImage.append", row_classes, row_ops, child_offsets,
+                            child_lengths, children, row_signatures)
+        if class_count is None:
+            named = max(cols["row_classes"].max(), cols["children"].max()) + 1
+            class_count = max(named - self.class_count, 0)
+        desc = _new(EgraphAppendDescStruct,
+                    class_count=_unsigned(class_count, 64, "class_count"),
+                    row_count=cols["row_classes"].count, child_count=cols["children"].count)
+        for name, col in cols.items():
+            setattr(desc, name, col.pointer())
+        _call("vyre_egraph_image_append", self._h(), byref(desc))
+        del cols
+        self.row_count += desc.row_count
+        self.class_count += desc.class_count
+        self.child_count += desc.child_count
+
+    def append_nodes(self, nodes: Iterable[Tuple[int, int, Iterable[int]]],
+                     class_count: Optional[int] = None) -> None:
+        """append() of one row per (class, op, children) node, as
+        from_nodes() lays them out."""
+        self.append(*_node_columns(nodes, "EgraphImage.append_nodes"), class_count=class_count)
+
+    def _pairs_into(self, function, capacity):
+        # Never NULL: NULL with capacity 0 would only ask the count.
+        pairs = (c_uint32 * max(2 * capacity, 2))()
+        count = c_uint64()
+        _call(function, self._h(), pairs, capacity, byref(count))
+        return [(pairs[2 * i], pairs[2 * i + 1]) for i in range(count.value)]
+
+    def _pairs(self, function, capacity, count):
+        if capacity is not None:
+            return self._pairs_into(function, _unsigned(capacity, 64, "capacity"))
+        for attempt in range(4):
+            try:
+                return self._pairs_into(function, count())
+            except VyreError as e:
+                # Another thread changed the image between the count and the
+                # fetch: ask again.
+                if e.status != Status.OUT_OF_RANGE or attempt == 3:
+                    raise
+        raise AssertionError("unreachable")
+
+    def changed_count(self) -> int:
+        """How many pairs changed_pairs() would return now."""
+        _require("vyre_egraph_changed_read", "EgraphImage.changed_count")
+        count = c_uint64()
+        _call("vyre_egraph_changed_read", self._h(), None, 0, byref(count))
+        return count.value
+
+    def changed_pairs(self, capacity: Optional[int] = None) -> List[Tuple[int, int]]:
+        """The classes whose canonical class the last rebuild changed
+        (vyre_egraph_changed_read): pairs (class, new canonical class),
+        sorted by class, so an e-matcher updates its indices from them
+        alone. A rebuild with reset=True starts from every class alone;
+        appended classes start alone.
+
+        capacity None asks the count first, then fetches. An int passes room
+        for that many pairs: fewer than the rebuild changed raises
+        VyreError(OUT_OF_RANGE), whose message names the room needed."""
+        _require("vyre_egraph_changed_read", "EgraphImage.changed_pairs")
+        return self._pairs("vyre_egraph_changed_read", capacity, self.changed_count)
+
     def pass_count(self) -> int:
         """How many pairs pass_pairs() would return now."""
         count = c_uint64()
         _call("vyre_egraph_pass", self._h(), None, 0, byref(count))
         return count.value
-
-    def _pass_into(self, capacity):
-        # Never NULL: NULL with capacity 0 would only ask the count.
-        pairs = (c_uint32 * max(2 * capacity, 2))()
-        count = c_uint64()
-        _call("vyre_egraph_pass", self._h(), pairs, capacity, byref(count))
-        return [(pairs[2 * i], pairs[2 * i + 1]) for i in range(count.value)]
 
     def pass_pairs(self, capacity: Optional[int] = None) -> List[Tuple[int, int]]:
         """One congruence pass, merging nothing: the pairs (left, right) of
@@ -421,17 +528,7 @@ class EgraphImage(_Object):
         capacity None asks the count first, then fetches. An int passes room
         for that many pairs: fewer than the pass finds raises
         VyreError(OUT_OF_RANGE), whose message names the room needed."""
-        if capacity is not None:
-            return self._pass_into(_unsigned(capacity, 64, "capacity"))
-        for attempt in range(4):
-            try:
-                return self._pass_into(self.pass_count())
-            except VyreError as e:
-                # Another thread wrote the image between the count and the
-                # fetch: ask again.
-                if e.status != Status.OUT_OF_RANGE or attempt == 3:
-                    raise
-        raise AssertionError("unreachable")
+        return self._pairs("vyre_egraph_pass", capacity, self.pass_count)
 
     def _rebuild_desc(self, unions, reset, max_rounds, colliding_hash, device_timing,
                       canonical, what):

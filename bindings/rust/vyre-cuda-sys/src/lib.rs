@@ -724,6 +724,9 @@ pub struct vyre_egraph_image_desc {
     pub children: *const u32,
     pub cpu_threads: u32,
     pub reserved0: u32,
+    pub row_capacity: u64,
+    pub class_capacity: u64,
+    pub child_capacity: u64,
 }
 impl Default for vyre_egraph_image_desc {
     fn default() -> Self {
@@ -742,6 +745,9 @@ impl Default for vyre_egraph_image_desc {
             children: ptr::null(),
             cpu_threads: 0,
             reserved0: 0,
+            row_capacity: 0,
+            class_capacity: 0,
+            child_capacity: 0,
         }
     }
 }
@@ -757,6 +763,10 @@ pub struct vyre_egraph_image_info {
     pub child_count: u64,
     pub canonical_class_count: u64,
     pub bytes: u64,
+    pub row_capacity: u64,
+    pub class_capacity: u64,
+    pub child_capacity: u64,
+    pub changed_class_count: u64,
 }
 impl Default for vyre_egraph_image_info {
     fn default() -> Self {
@@ -769,6 +779,10 @@ impl Default for vyre_egraph_image_info {
             child_count: 0,
             canonical_class_count: 0,
             bytes: 0,
+            row_capacity: 0,
+            class_capacity: 0,
+            child_capacity: 0,
+            changed_class_count: 0,
         }
     }
 }
@@ -785,6 +799,9 @@ pub struct vyre_egraph_rebuild_result {
     pub rows_visited: u64,
     pub device_ns: u64,
     pub wall_ns: u64,
+    pub changed_class_count: u64,
+    pub full_rounds: u32,
+    pub reserved0: u32,
 }
 impl Default for vyre_egraph_rebuild_result {
     fn default() -> Self {
@@ -798,6 +815,9 @@ impl Default for vyre_egraph_rebuild_result {
             rows_visited: 0,
             device_ns: 0,
             wall_ns: 0,
+            changed_class_count: 0,
+            full_rounds: 0,
+            reserved0: 0,
         }
     }
 }
@@ -825,6 +845,39 @@ impl Default for vyre_egraph_rebuild_desc {
             result_out: ptr::null_mut(),
             max_rounds: 0,
             reserved0: 0,
+        }
+    }
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct vyre_egraph_append_desc {
+    pub struct_size: u32,
+    pub reserved0: u32,
+    pub class_count: u64,
+    pub row_count: u64,
+    pub child_count: u64,
+    pub row_classes: *const u32,
+    pub row_ops: *const u32,
+    pub child_offsets: *const u32,
+    pub child_lengths: *const u32,
+    pub row_signatures: *const u32,
+    pub children: *const u32,
+}
+impl Default for vyre_egraph_append_desc {
+    fn default() -> Self {
+        Self {
+            struct_size: size32::<Self>(),
+            reserved0: 0,
+            class_count: 0,
+            row_count: 0,
+            child_count: 0,
+            row_classes: ptr::null(),
+            row_ops: ptr::null(),
+            child_offsets: ptr::null(),
+            child_lengths: ptr::null(),
+            row_signatures: ptr::null(),
+            children: ptr::null(),
         }
     }
 }
@@ -1031,5 +1084,17 @@ functions! {
         image: vyre_egraph_image,
         desc: *const vyre_egraph_rebuild_desc,
         out: *mut vyre_pending,
+    ) -> vyre_status;
+
+    // Growing images
+    pub fn vyre_egraph_image_append(
+        image: vyre_egraph_image,
+        desc: *const vyre_egraph_append_desc,
+    ) -> vyre_status;
+    pub fn vyre_egraph_changed_read(
+        image: vyre_egraph_image,
+        pairs: *mut u32,
+        pair_capacity: u64,
+        out_pair_count: *mut u64,
     ) -> vyre_status;
 }

@@ -291,6 +291,8 @@ fn every_function_resolves() {
         vyre_egraph_pass,
         vyre_egraph_rebuild,
         vyre_egraph_rebuild_async,
+        vyre_egraph_image_append,
+        vyre_egraph_changed_read,
     );
     let names: BTreeSet<String> = linked.iter().map(|(n, _)| n.to_string()).collect();
     let header: BTreeSet<String> = header_functions(&header_text()).into_keys().collect();
@@ -487,18 +489,24 @@ fn rust_layouts() -> BTreeMap<String, Layout> {
         vyre_egraph_image_desc: default {
             struct_size, device, context, row_count, class_count, child_count, row_classes,
             row_ops, child_offsets, child_lengths, row_signatures, children, cpu_threads, reserved0,
+            row_capacity, class_capacity, child_capacity,
         }
         vyre_egraph_image_info: default {
             struct_size, device, context, row_count, class_count, child_count,
-            canonical_class_count, bytes,
+            canonical_class_count, bytes, row_capacity, class_capacity, child_capacity,
+            changed_class_count,
         }
         vyre_egraph_rebuild_result: default {
             struct_size, rounds, merges, union_merges, classes_before, classes_after,
-            rows_visited, device_ns, wall_ns,
+            rows_visited, device_ns, wall_ns, changed_class_count, full_rounds, reserved0,
         }
         vyre_egraph_rebuild_desc: default {
             struct_size, flags, unions, union_count, canonical_out, result_out, max_rounds,
             reserved0,
+        }
+        vyre_egraph_append_desc: default {
+            struct_size, reserved0, class_count, row_count, child_count, row_classes, row_ops,
+            child_offsets, child_lengths, row_signatures, children,
         }
     }
 }

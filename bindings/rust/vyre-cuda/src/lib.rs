@@ -72,8 +72,8 @@ pub use buffer::{Buffer, BufferInfo, BufferRange, DownloadRange, UploadRange};
 pub use context::{device_count, device_info, Context, ContextOptions, DeviceInfo, Telemetry};
 pub use dispatch::{Arg, Dispatch, Pending, Timing};
 pub use egraph::{
-    EgraphColumn, EgraphColumns, EgraphDevice, EgraphImage, EgraphImageInfo, EgraphNodes, Rebuild,
-    RebuildResult,
+    EgraphAppend, EgraphCapacity, EgraphColumn, EgraphColumns, EgraphDevice, EgraphImage,
+    EgraphImageInfo, EgraphNodes, Rebuild, RebuildResult,
 };
 pub use error::{
     check_raw, last_error, last_error_log, library_path, status_name, Error, Result, Status,
