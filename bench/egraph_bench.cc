@@ -35,9 +35,20 @@
 // and their canonical classes) + classes x 4 B (union-find), over the HBM
 // bandwidth (--hbm-tbps, default 3.35 TB/s: H100 SXM HBM3).
 //
+// Issue 20's cases (egraph_bench_growing.cc), on the largest of --sizes, which
+// is generated first: the process's first vyre_egraph_image_create is timed on
+// it before any other e-graph call; after the cases above, image creation
+// against vyre_buffer_upload (pageable and pinned), one union on a closed
+// image, and a saturation loop of appends, unions and incremental rebuilds
+// (against re-created images and the CPU reference). Their sections follow the
+// report's notes, after the full 16 M rebuild against issue 20's 10.2 ms.
+//
 // Usage: vyre_egraph_bench [--sizes 1,4,16] [--graphs 3] [--max-arity 2]
 //                          [--seed 1] [--cpu-seconds 60] [--gpu-seconds 0.5]
-//                          [--hbm-tbps 3.35] [--no-gpu]
+//                          [--hbm-tbps 3.35] [--no-gpu] [--skip-create]
+//                          [--skip-one-union] [--skip-loop] [--create-reps 5]
+//                          [--union-reps 11] [--loop-steps 10]
+//                          [--loop-percent 1] [--loop-unions 1000]
 // Without a driver or a GPU the GPU columns read "unavailable" and the CPU
 // columns are still measured. The markdown report is printed last and, if
 // VYRE_BENCH_OUT names a file, written there too.
@@ -60,11 +71,13 @@
 #include "egraph/egraph_columns.h"
 #include "egraph/json_loader.h"
 #include "egraph/synthetic.h"
+#include "egraph_bench_common.h"
 #include "vyre_cuda.h"
+
+using namespace egraph_bench;  // NOLINT(build/namespaces): the bench's own helpers
 
 namespace {
 
-constexpr double kDefaultHbmTbps = 3.35;
 // A synthetic "M" is 2^20 rows: the generator's depth (and so the rounds a
 // rebuild needs) steps at powers of 2, and 16 x 2^20 rows need 9 rounds, like
 // the CuPy figure's 16 M-row graph.
@@ -94,53 +107,18 @@ constexpr double kTargetSpeedupOneThread = 100;
 constexpr double kTargetRebuildMs = 100;
 constexpr double kBarRebuildMs = 15;
 constexpr double kAimRebuildMs = 5;
-
-// --- Errors -------------------------------------------------------------------
-
-[[noreturn]] void Die(const std::string& what) {
-  std::fprintf(stderr, "vyre_egraph_bench: %s\n", what.c_str());
-  std::exit(1);
-}
-
-std::string VyreLastError() {
-  size_t length = 0;
-  vyre_status status = VYRE_STATUS_OK;
-  vyre_last_error(&status, nullptr, nullptr, 0, &length);
-  std::string message(length + 1, '\0');
-  vyre_last_error(nullptr, nullptr, message.data(), message.size(), nullptr);
-  message.resize(std::strlen(message.c_str()));
-  return std::string(vyre_status_name(status)) + ": " + message;
-}
-
-void CheckVyre(vyre_status status, const char* expression, int line) {
-  if (status != VYRE_STATUS_OK) {
-    Die(std::string(expression) + " (line " + std::to_string(line) + ") failed with " +
-        VyreLastError());
-  }
-}
-
-#define VYRE_CHECK(expr) CheckVyre((expr), #expr, __LINE__)
+// Issue 20's target for the full 16 M-row rebuild (and its aim).
+constexpr double kIssue20RebuildMs = 10.2;
 
 // --- Options ------------------------------------------------------------------
-
-struct Options {
-  std::vector<double> sizes_millions = {1, 4, 16};
-  size_t graphs = 3;
-  uint32_t max_arity = 2;
-  uint64_t seed = 1;
-  double cpu_seconds = 60;
-  double gpu_seconds = 0.5;
-  double hbm_tbps = kDefaultHbmTbps;
-  uint64_t unions = 50;
-  bool gpu = true;
-};
 
 [[noreturn]] void Usage(const char* problem) {
   std::fprintf(stderr,
                "vyre_egraph_bench: %s\n"
                "usage: vyre_egraph_bench [--sizes 1,4,16] [--graphs N] [--max-arity A] "
                "[--unions U] [--seed S] [--cpu-seconds T] [--gpu-seconds T] [--hbm-tbps B] "
-               "[--no-gpu]\n"
+               "[--no-gpu] [--skip-create] [--skip-one-union] [--skip-loop] [--create-reps N] "
+               "[--union-reps N] [--loop-steps N] [--loop-percent P] [--loop-unions U]\n"
                "  --sizes        synthetic cases in M = 2^20 rows (comma-separated, fractions "
                "allowed; '' or 0 for none)\n"
                "  --graphs       how many of the largest $VYRE_EGRAPHS_DIR/**/*.json to run "
@@ -153,7 +131,18 @@ struct Options {
                "rebuilds (default 60)\n"
                "  --gpu-seconds  about how long each GPU measurement repeats (default 0.5)\n"
                "  --hbm-tbps     HBM bandwidth for the floor, TB/s (default 3.35, H100 SXM)\n"
-               "  --no-gpu       CPU reference only\n",
+               "  --no-gpu       CPU reference only\n"
+               "Issue 20's cases, on the largest of --sizes:\n"
+               "  --skip-create     no image creation vs upload case\n"
+               "  --skip-one-union  no one-union rebuild on the closed image\n"
+               "  --skip-loop       no saturation loop\n"
+               "  --create-reps     creates (and uploads) per kind of memory after 1 warm-up "
+               "(default 5)\n"
+               "  --union-reps      one-union rebuilds after 1 warm-up (default 11)\n"
+               "  --loop-steps      saturation loop steps (default 10)\n"
+               "  --loop-percent    rows each step appends, percent of the graph's rows "
+               "(default 1)\n"
+               "  --loop-unions     random unions each step (default 1000)\n",
                problem);
   std::exit(2);
 }
@@ -165,6 +154,34 @@ double ParseDouble(const std::string& text, const char* option) {
     Usage((std::string("bad value for ") + option + ": '" + text + "'").c_str());
   }
   return value;
+}
+
+// Issue 20's options; false for a name that is not one of them.
+template <typename Value>
+bool ParseGrowingOption(const std::string& name, Value& value, Options* options) {
+  auto count = [&](const char* option) {
+    return static_cast<size_t>(ParseDouble(value(), option));
+  };
+  if (name == "--skip-create") {
+    options->skip_create = true;
+  } else if (name == "--skip-one-union") {
+    options->skip_one_union = true;
+  } else if (name == "--skip-loop") {
+    options->skip_loop = true;
+  } else if (name == "--create-reps") {
+    options->create_reps = std::max<size_t>(count("--create-reps"), 1);
+  } else if (name == "--union-reps") {
+    options->union_reps = std::max<size_t>(count("--union-reps"), 1);
+  } else if (name == "--loop-steps") {
+    options->loop_steps = count("--loop-steps");
+  } else if (name == "--loop-percent") {
+    options->loop_percent = ParseDouble(value(), "--loop-percent");
+  } else if (name == "--loop-unions") {
+    options->loop_unions = count("--loop-unions");
+  } else {
+    return false;
+  }
+  return true;
 }
 
 Options ParseOptions(int argc, char** argv) {
@@ -208,9 +225,8 @@ Options ParseOptions(int argc, char** argv) {
       options.unions = static_cast<uint64_t>(ParseDouble(value(), "--unions"));
     } else if (name == "--no-gpu") {
       options.gpu = false;
-    } else if (name == "--help" || name == "-h") {
-      Usage("help");
-    } else {
+    } else if (!ParseGrowingOption(name, value, &options)) {
+      if (name == "--help" || name == "-h") Usage("help");
       Usage(("unknown option " + arg).c_str());
     }
   }
@@ -218,19 +234,6 @@ Options ParseOptions(int argc, char** argv) {
 }
 
 // --- Measurement --------------------------------------------------------------
-
-using Clock = std::chrono::steady_clock;
-
-double SecondsSince(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-double Median(std::vector<double> samples) {
-  if (samples.empty()) return 0;
-  std::sort(samples.begin(), samples.end());
-  const size_t n = samples.size();
-  return n % 2 == 1 ? samples[n / 2] : 0.5 * (samples[n / 2 - 1] + samples[n / 2]);
-}
 
 // One measured quantity: a median over `reps` runs, an estimate in place of a
 // skipped run, or nothing.
@@ -260,28 +263,12 @@ Figure Estimated(double seconds) {
 
 // --- E-graphs -----------------------------------------------------------------
 
-struct Graph {
-  std::string name;
-  double million_rows = 0;  // the synthetic size asked for; 0 for files
-  vyre::tools::EgraphColumns columns;
-  // Pairs of class ids (2 u32 each) every rebuild unions first.
-  std::vector<uint32_t> unions;
-  uint64_t rows() const { return columns.rows(); }
-};
-
 Graph Synthetic(uint64_t rows, uint32_t max_arity, uint64_t seed, uint32_t* depth) {
   vyre::tools::SyntheticEgraph synthetic = vyre::tools::GenerateSynthetic(rows, max_arity, seed);
   *depth = synthetic.depth;
   Graph g;
   g.columns = std::move(static_cast<vyre::tools::EgraphColumns&>(synthetic));
   return g;
-}
-
-uint64_t SplitMix64(uint64_t* state) {
-  uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
 }
 
 // own_classes: every e-node in its own class (congruence has to re-join the
@@ -537,13 +524,6 @@ struct CaseResult {
   std::vector<std::string> problems;  // check failures
 };
 
-// Index of the first difference of two canonical arrays, or -1.
-int64_t FirstDifference(const std::vector<uint32_t>& a, const std::vector<uint32_t>& b) {
-  if (a.size() != b.size()) return static_cast<int64_t>(std::min(a.size(), b.size()));
-  const auto mismatch = std::mismatch(a.begin(), a.end(), b.begin());
-  return mismatch.first == a.end() ? -1 : static_cast<int64_t>(mismatch.first - a.begin());
-}
-
 void Compare(CaseResult* c, const Run& a, const char* a_name, const Run& b, const char* b_name) {
   if (!a.have_result || !b.have_result) return;
   const int64_t at = FirstDifference(a.canonical, b.canonical);
@@ -572,11 +552,12 @@ struct Bench {
   Options options;
   bool gpu_available = false;
   std::string gpu_why_not;
+  std::string gpu_name;  // vyre_device_info.name
   vyre_context context{};
   CpuHistory cpu_all_history, cpu_one_history;
 };
 
-CaseResult RunCase(Bench& bench, Graph g, double prepare_seconds) {
+CaseResult RunCase(Bench& bench, const Graph& g, double prepare_seconds) {
   CaseResult c;
   c.name = g.name;
   c.million_rows = g.million_rows;
@@ -638,39 +619,10 @@ CaseResult RunCase(Bench& bench, Graph g, double prepare_seconds) {
 
 // --- Report -------------------------------------------------------------------
 
-std::string Format(const char* format, ...) __attribute__((format(printf, 1, 2)));
-std::string Format(const char* format, ...) {
-  char text[512];
-  va_list args;
-  va_start(args, format);
-  std::vsnprintf(text, sizeof(text), format, args);
-  va_end(args);
-  return text;
-}
-
-std::string Count(uint64_t n) {
-  std::string digits = std::to_string(n);
-  for (int i = static_cast<int>(digits.size()) - 3; i > 0; i -= 3) digits.insert(i, ",");
-  return digits;
-}
-
-// A duration with a unit that keeps 3 significant figures readable.
-std::string Duration(double seconds) {
-  if (seconds < 1e-3) return Format("%.1f us", seconds * 1e6);
-  if (seconds < 1) return Format("%.2f ms", seconds * 1e3);
-  return Format("%.2f s", seconds);
-}
-
 std::string Rate(double per_second) {
   if (per_second >= 1e9) return Format("%.2f G/s", per_second / 1e9);
   if (per_second >= 1e6) return Format("%.1f M/s", per_second / 1e6);
   return Format("%.0f k/s", per_second / 1e3);
-}
-
-std::string Ratio(double ratio) {
-  if (ratio >= 100) return Format("%.0fx", ratio);
-  if (ratio >= 10) return Format("%.1fx", ratio);
-  return Format("%.2fx", ratio);
 }
 
 // "1.23 ms" or "~1.2 s (est.)"; `unavailable` when there is no figure.
@@ -727,8 +679,8 @@ std::string Report(const Bench& bench, const std::string& header,
            Format("%.1f MB, %s", c.floor_bytes / 1e6, Duration(floor_seconds).c_str()) + " | " +
            PassCell(c.gpu.pass, c.rows, no_gpu) + " | " + floor_ratio(c.gpu.pass) + " | " +
            PassCell(c.gpu.pass_merged, c.rows, no_gpu) + " | " + floor_ratio(c.gpu.pass_merged) +
-           " | " + Time(c.gpu.round1_device, no_gpu) + " | " + floor_ratio(c.gpu.round1_device) + " | " +
-           PassCell(c.cpu_all.pass, c.rows, "n/a") + " | " +
+           " | " + Time(c.gpu.round1_device, no_gpu) + " | " + floor_ratio(c.gpu.round1_device) +
+           " | " + PassCell(c.cpu_all.pass, c.rows, "n/a") + " | " +
            PassCell(c.cpu_one.pass, c.rows, "n/a") + " | " + Speedup(c.cpu_one.pass, c.gpu.pass) +
            " | " + Speedup(c.cpu_all.pass, c.gpu.pass) + " |\n";
   }
@@ -863,6 +815,147 @@ std::string Report(const Bench& bench, const std::string& header,
   return out;
 }
 
+// Issue 20's target for the full rebuild of the 16 M-row synthetic case.
+std::string Issue20RebuildSection(const Bench& bench, const std::vector<CaseResult>& cases) {
+  const CaseResult* big = nullptr;
+  for (const CaseResult& c : cases) {
+    if (c.million_rows == 16) big = &c;
+  }
+  std::string out =
+      "\n### Issue 20: full rebuild, 16 M synthetic rows (" +
+      (bench.gpu_available ? "GPU: " + bench.gpu_name : std::string("GPU unavailable")) + ")\n\n";
+  out +=
+      "| case | rounds | rows visited | GPU wall (median) | GPU device (median) | target | met |\n";
+  out += "|---|---:|---:|---:|---:|---|---|\n";
+  const std::string target =
+      Format("<= %.1f ms wall (aim %.0f ms)", kIssue20RebuildMs, kAimRebuildMs);
+  if (big == nullptr || !big->gpu.have_result) {
+    const char* why = big == nullptr ? "no 16 M case run (--sizes)" : "GPU unavailable";
+    out += Format("| %s | n/a | n/a | %s | %s | %s | n/a |\n",
+                  big == nullptr ? "-" : big->name.c_str(), why, why, target.c_str());
+    return out;
+  }
+  const double ms = big->gpu.rebuild_wall.seconds * 1e3;
+  out += "| " + big->name + " | " + std::to_string(big->gpu.result.rounds) + " | " +
+         Count(big->gpu.result.rows_visited) + " | " + Duration(big->gpu.rebuild_wall.seconds) +
+         Format(" (%zu runs)", big->gpu.rebuild_wall.reps) + " | " +
+         Duration(big->gpu.rebuild_device.seconds) + " | " + target + " | " +
+         (ms <= kIssue20RebuildMs ? "met" : "**not met**") +
+         (ms <= kAimRebuildMs ? ", aim met" : "") + " |\n";
+  out +=
+      "\nThe full rebuild of the table above (RESET, to the fixpoint): median wall of >= 5 after "
+      "1 warm-up, beside its device time.\n";
+  return out;
+}
+
+// Opens the GPU (bench.context) if there is one; returns the report's GPU line.
+std::string OpenGpu(Bench* bench) {
+  if (!bench->options.gpu) {
+    bench->gpu_why_not = "--no-gpu";
+  } else {
+    uint32_t device_count = 0;
+    vyre_context_desc context_desc = VYRE_CONTEXT_DESC_INIT;
+    if (vyre_device_count(&device_count) != VYRE_STATUS_OK) {
+      bench->gpu_why_not = VyreLastError();
+    } else if (device_count == 0) {
+      bench->gpu_why_not = "the driver reports no CUDA device";
+    } else if (vyre_context_create(&context_desc, &bench->context) != VYRE_STATUS_OK) {
+      bench->gpu_why_not = VyreLastError();
+    } else {
+      bench->gpu_available = true;
+      vyre_device_info info = VYRE_DEVICE_INFO_INIT;
+      VYRE_CHECK(vyre_context_device_info(bench->context, &info));
+      bench->gpu_name = info.name;
+      return Format("GPU: %s (sm_%u%u, %u SMs, %.1f GiB), driver %u", info.name,
+                    info.compute_capability_major, info.compute_capability_minor,
+                    info.multiprocessor_count,
+                    static_cast<double>(info.total_memory_bytes) / (1u << 30), info.driver_version);
+    }
+  }
+  return "GPU: unavailable (" + bench->gpu_why_not + ")";
+}
+
+GpuTarget Target(const Bench& bench) {
+  GpuTarget gpu;
+  gpu.available = bench.gpu_available;
+  gpu.context = bench.context;
+  gpu.name = bench.gpu_name;
+  gpu.why_not = bench.gpu_why_not;
+  return gpu;
+}
+
+Graph MakeSynthetic(const Options& options, double millions, double* prepare_seconds) {
+  const uint64_t rows = static_cast<uint64_t>(std::llround(millions * kMillion));
+  const Clock::time_point start = Clock::now();
+  uint32_t depth = 0;
+  Graph g = Synthetic(rows, options.max_arity, options.seed, &depth);
+  g.million_rows = millions;
+  g.name = Format("synthetic %g M (depth %u)", millions, depth);
+  *prepare_seconds = SecondsSince(start);
+  return g;
+}
+
+void RunFiles(Bench& bench, std::vector<CaseResult>* cases) {
+  const Options& options = bench.options;
+  const char* env = std::getenv("VYRE_EGRAPHS_DIR");
+  // Default: ../shared/egraphs, else .deps/egraphs (the GPU machine's copy).
+  std::filesystem::path dir = env != nullptr && *env != '\0' ? env : "../shared/egraphs";
+  if ((env == nullptr || *env == '\0') && !std::filesystem::is_directory(dir) &&
+      std::filesystem::is_directory(".deps/egraphs")) {
+    dir = ".deps/egraphs";
+  }
+  std::vector<std::pair<uintmax_t, std::filesystem::path>> files;
+  std::error_code error;
+  for (auto it = std::filesystem::recursive_directory_iterator(dir, error);
+       !error && it != std::filesystem::recursive_directory_iterator(); it.increment(error)) {
+    if (it->is_regular_file() && it->path().extension() == ".json") {
+      files.emplace_back(it->file_size(), it->path());
+    }
+  }
+  if (files.empty()) {
+    std::printf("no *.json under %s (VYRE_EGRAPHS_DIR): skipping the real e-graphs\n\n",
+                dir.string().c_str());
+  }
+  std::sort(files.begin(), files.end(),
+            [](const auto& a, const auto& b) { return a.first > b.first; });
+  files.resize(std::min(files.size(), options.graphs));
+  for (const auto& [bytes, path] : files) {
+    std::string name = std::filesystem::relative(path, dir, error).string();
+    if (error || name.empty()) name = path.filename().string();
+    for (const bool own_classes : {true, false}) {
+      if (!own_classes && options.unions == 0) continue;
+      const Clock::time_point start = Clock::now();
+      Graph g =
+          LoadJsonGraph(path.string(), own_classes, own_classes ? 0 : options.unions, options.seed);
+      g.name = own_classes ? name + ", own classes"
+                           : Format("%s, %" PRIu64 " unions", name.c_str(), options.unions);
+      const double prepare = SecondsSince(start);
+      cases->push_back(RunCase(bench, g, prepare));
+    }
+  }
+}
+
+// Prints the report, writes it to $VYRE_BENCH_OUT, lists the problems;
+// returns the exit status.
+int Finish(const std::string& report, const std::vector<std::string>& problems,
+           Clock::time_point bench_start) {
+  std::printf("\n%s", report.c_str());
+  if (const char* path = std::getenv("VYRE_BENCH_OUT")) {
+    if (FILE* file = std::fopen(path, "w")) {
+      std::fputs(report.c_str(), file);
+      std::fclose(file);
+      std::printf("\nwritten to %s\n", path);
+    } else {
+      Die(std::string("cannot write VYRE_BENCH_OUT=") + path);
+    }
+  }
+  std::printf("total %.1f s\n", SecondsSince(bench_start));
+  if (problems.empty()) return 0;
+  std::fprintf(stderr, "vyre_egraph_bench: %zu check(s) failed:\n", problems.size());
+  for (const std::string& p : problems) std::fprintf(stderr, "  %s\n", p.c_str());
+  return 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -872,31 +965,8 @@ int main(int argc, char** argv) {
   const Clock::time_point bench_start = Clock::now();
 
   // The GPU, if there is one; everything else runs without it.
-  std::string gpu_line;
-  if (!options.gpu) {
-    bench.gpu_why_not = "--no-gpu";
-  } else {
-    uint32_t device_count = 0;
-    if (vyre_device_count(&device_count) != VYRE_STATUS_OK) {
-      bench.gpu_why_not = VyreLastError();
-    } else if (device_count == 0) {
-      bench.gpu_why_not = "the driver reports no CUDA device";
-    } else {
-      vyre_context_desc context_desc = VYRE_CONTEXT_DESC_INIT;
-      if (vyre_context_create(&context_desc, &bench.context) != VYRE_STATUS_OK) {
-        bench.gpu_why_not = VyreLastError();
-      } else {
-        bench.gpu_available = true;
-        vyre_device_info info = VYRE_DEVICE_INFO_INIT;
-        VYRE_CHECK(vyre_context_device_info(bench.context, &info));
-        gpu_line = Format(
-            "GPU: %s (sm_%u%u, %u SMs, %.1f GiB), driver %u", info.name,
-            info.compute_capability_major, info.compute_capability_minor, info.multiprocessor_count,
-            static_cast<double>(info.total_memory_bytes) / (1u << 30), info.driver_version);
-      }
-    }
-  }
-  if (!bench.gpu_available) gpu_line = "GPU: unavailable (" + bench.gpu_why_not + ")";
+  const std::string gpu_line = OpenGpu(&bench);
+  const GpuTarget gpu = Target(bench);
 
   const uint32_t version = vyre_version();
   const std::string header =
@@ -909,79 +979,44 @@ int main(int argc, char** argv) {
   std::printf("%s\n", header.c_str());
   std::fflush(stdout);
 
+  // The largest synthetic case first: issue 20's cases run on it, and the
+  // process's first image create (before any other e-graph call) is timed on it.
+  std::optional<Graph> largest;
+  double largest_prepare = 0;
+  if (!options.sizes_millions.empty()) {
+    const double millions =
+        *std::max_element(options.sizes_millions.begin(), options.sizes_millions.end());
+    largest = MakeSynthetic(options, millions, &largest_prepare);
+  }
+  FirstCreate first;
+  if (gpu.available && largest) first = TimeFirstCreate(gpu, *largest);
+
   std::vector<CaseResult> cases;
   for (const double millions : options.sizes_millions) {
-    const uint64_t rows = static_cast<uint64_t>(std::llround(millions * kMillion));
-    const Clock::time_point start = Clock::now();
-    uint32_t depth = 0;
-    Graph g = Synthetic(rows, options.max_arity, options.seed, &depth);
-    g.million_rows = millions;
-    g.name = Format("synthetic %g M (depth %u)", millions, depth);
-    const double prepare = SecondsSince(start);
-    cases.push_back(RunCase(bench, std::move(g), prepare));
+    if (largest && millions == largest->million_rows) {
+      cases.push_back(RunCase(bench, *largest, largest_prepare));
+      continue;
+    }
+    double prepare = 0;
+    const Graph g = MakeSynthetic(options, millions, &prepare);
+    cases.push_back(RunCase(bench, g, prepare));
+  }
+  if (options.graphs > 0) RunFiles(bench, &cases);
+  if (gpu.available && !largest && !cases.empty() && cases.front().gpu.ran) {
+    // No synthetic case: the first case's GPU create was the process's first.
+    first.measured = true;
+    first.seconds = cases.front().gpu.create_seconds;
+    first.on = cases.front().name;
   }
 
-  if (options.graphs > 0) {
-    const char* env = std::getenv("VYRE_EGRAPHS_DIR");
-    // Default: ../shared/egraphs, else .deps/egraphs (the GPU machine's copy).
-    std::filesystem::path dir = env != nullptr && *env != '\0' ? env : "../shared/egraphs";
-    if ((env == nullptr || *env == '\0') && !std::filesystem::is_directory(dir) &&
-        std::filesystem::is_directory(".deps/egraphs")) {
-      dir = ".deps/egraphs";
-    }
-    std::vector<std::pair<uintmax_t, std::filesystem::path>> files;
-    std::error_code error;
-    for (auto it = std::filesystem::recursive_directory_iterator(dir, error);
-         !error && it != std::filesystem::recursive_directory_iterator(); it.increment(error)) {
-      if (it->is_regular_file() && it->path().extension() == ".json") {
-        files.emplace_back(it->file_size(), it->path());
-      }
-    }
-    if (files.empty()) {
-      std::printf("no *.json under %s (VYRE_EGRAPHS_DIR): skipping the real e-graphs\n\n",
-                  dir.string().c_str());
-    }
-    std::sort(files.begin(), files.end(),
-              [](const auto& a, const auto& b) { return a.first > b.first; });
-    files.resize(std::min(files.size(), options.graphs));
-    for (const auto& [bytes, path] : files) {
-      std::string name = std::filesystem::relative(path, dir, error).string();
-      if (error || name.empty()) name = path.filename().string();
-      for (const bool own_classes : {true, false}) {
-        if (!own_classes && options.unions == 0) continue;
-        const Clock::time_point start = Clock::now();
-        Graph g = LoadJsonGraph(path.string(), own_classes, own_classes ? 0 : options.unions,
-                                options.seed);
-        g.name = own_classes ? name + ", own classes"
-                             : Format("%s, %" PRIu64 " unions", name.c_str(), options.unions);
-        const double prepare = SecondsSince(start);
-        cases.push_back(RunCase(bench, std::move(g), prepare));
-      }
-    }
-  }
-
+  const GrowingOutput growing = RunGrowingCases(options, gpu, first, largest ? &*largest : nullptr);
   if (bench.gpu_available) VYRE_CHECK(vyre_context_destroy(bench.context));
 
-  const std::string report = Report(bench, header, cases);
-  std::printf("\n%s", report.c_str());
-  if (const char* path = std::getenv("VYRE_BENCH_OUT")) {
-    if (FILE* file = std::fopen(path, "w")) {
-      std::fputs(report.c_str(), file);
-      std::fclose(file);
-      std::printf("\nwritten to %s\n", path);
-    } else {
-      Die(std::string("cannot write VYRE_BENCH_OUT=") + path);
-    }
-  }
-  size_t problems = 0;
-  for (const CaseResult& c : cases) problems += c.problems.size();
-  std::printf("total %.1f s\n", SecondsSince(bench_start));
-  if (problems > 0) {
-    std::fprintf(stderr, "vyre_egraph_bench: %zu check(s) failed:\n", problems);
-    for (const CaseResult& c : cases) {
-      for (const std::string& p : c.problems) std::fprintf(stderr, "  %s\n", p.c_str());
-    }
-    return 1;
-  }
-  return 0;
+  const std::string report =
+      Report(bench, header, cases) + Issue20RebuildSection(bench, cases) + growing.markdown;
+  std::vector<std::string> problems;
+  for (const CaseResult& c : cases)
+    problems.insert(problems.end(), c.problems.begin(), c.problems.end());
+  problems.insert(problems.end(), growing.problems.begin(), growing.problems.end());
+  return Finish(report, problems, bench_start);
 }

@@ -7,7 +7,12 @@
 // fixpoint, read back the canonical class of every class, write the partition
 // to P. Prints e-nodes, classes before and after, rounds, merges and the time
 // of each phase (load, upload = image create, rebuild, read-back); --json
-// prints the same as one JSON object on stdout. A progress bar goes to stderr
+// prints the same as one JSON object on stdout. Each --step DELTA[,UNIONS]
+// then grows the image as a saturation loop would: DELTA's e-nodes are
+// appended (vyre_egraph_image_append), UNIONS applied and the image rebuilt
+// incrementally; the canonical classes are kept up to date from the classes
+// each rebuild changed (vyre_egraph_changed_read) and checked against a full
+// read after the last step. P then covers the classes of every file. A progress bar goes to stderr
 // while a large file loads, when stderr is a terminal.
 //
 // egraph-bench: generate a synthetic e-graph (egglog's math micro-benchmark
@@ -23,6 +28,7 @@
 #include <cinttypes>
 #include <cstdint>
 #include <cstdio>
+#include <numeric>
 #include <string>
 #include <utility>
 #include <vector>
@@ -217,8 +223,19 @@ void AddEgraphCommand(CLI::App& app, EgraphOptions& options) {
   cmd->add_option("--unions-file", options.unions_file,
                   "Unions to apply before the rebuild: one per line, two e-class ids of FILE "
                   "separated by whitespace.");
+  // One argument per --step (not greedy), so FILE may follow a --step; a bare
+  // --step is kept as "" so that it gets the command's error with a Fix.
+  cmd->add_option("--step", options.steps,
+                  "DELTA.json[,UNIONS.txt]: after FILE's rebuild, append DELTA's e-nodes (new "
+                  "node ids; e-classes and children of FILE, of earlier steps or of DELTA), "
+                  "apply UNIONS (e-class ids as in --unions-file) and rebuild incrementally. "
+                  "Repeatable; steps run in order.")
+      ->expected(0, 1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
+      ->allow_extra_args(false);
   cmd->add_option("--partition-out", options.partition_out,
-                  "Write '<eclass id>\\t<canonical eclass id>' for every e-class of FILE here.");
+                  "Write '<eclass id>\\t<canonical eclass id>' for every e-class of FILE (and "
+                  "of every --step, after the last) here.");
   cmd->add_flag("--json", options.json, "Print one JSON object on stdout instead of text.");
   cmd->add_option("--cpu-threads", options.cpu_threads,
                   "CPU reference worker threads (0 = every core).")
@@ -232,6 +249,22 @@ constexpr char kEgraphCmd[] = "egraph";
 // E-graphs with this many rows get a status line (on a terminal) while the
 // image is built and rebuilt, which takes long enough to look hung.
 constexpr uint64_t kStatusRows = 1u << 20;
+
+// The size of a loaded graph, as the report prints it: FILE's, taken before
+// any --step grows the graph.
+struct GraphCounts {
+  uint64_t rows = 0, children = 0, ops = 0, classes = 0, bytes = 0;
+};
+
+GraphCounts CountsOf(const tools::LoadedEgraph& g) {
+  GraphCounts c;
+  c.rows = g.rows();
+  c.children = g.children.size();
+  c.ops = g.op_names.size();
+  c.classes = g.classes;
+  c.bytes = g.bytes;
+  return c;
+}
 
 // What one `egraph` run holds between its steps: the GPU context (none for the
 // CPU reference), the loaded e-graph, its image and the times so far. The steps
@@ -256,7 +289,10 @@ struct EgraphSession {
   std::string device_name = "CPU reference";
   // One line on stderr, shared by the load and the image and rebuild steps.
   ProgressBar progress{true};
+  // FILE, then grown by every --step.
   tools::LoadedEgraph graph;
+  // FILE's counts (the report's first part describes FILE alone).
+  GraphCounts base;
   vyre_egraph_image image = {0};
   double load_ms = 0;
   double upload_ms = 0;
@@ -266,10 +302,23 @@ struct EgraphSession {
 struct RebuildOutcome {
   size_t unions = 0;
   vyre_egraph_rebuild_result result = VYRE_EGRAPH_REBUILD_RESULT_INIT;
-  // The canonical class of every class of the graph.
+  // The canonical class of every class of the graph (after the steps, of the
+  // grown graph).
   std::vector<uint32_t> canonical;
   double rebuild_ms = 0;
+  // The full read-back (FILE), or the read of the changed classes (a step).
   double readback_ms = 0;
+};
+
+// One --step: its files, what it appended and what its rebuild did.
+struct StepOutcome {
+  std::string delta;
+  std::string unions_file;  // empty: no unions
+  uint64_t rows_appended = 0, classes_appended = 0, children_appended = 0, ops_appended = 0;
+  // The graph's size after the step.
+  uint64_t rows_total = 0, classes_total = 0;
+  double load_ms = 0, append_ms = 0;
+  RebuildOutcome rebuild;  // canonical stays empty
 };
 
 // The GPU context comes first (a CPU image needs none) so that a machine
@@ -285,15 +334,21 @@ int OpenDevice(EgraphSession* s) {
   return kExitOk;
 }
 
-int LoadGraph(const std::string& file, EgraphSession* s) {
+// A large file draws the progress bar while it loads.
+tools::LoadOptions ProgressOptions(EgraphSession* s) {
   tools::LoadOptions load_options;
   load_options.progress = [s](uint64_t done, uint64_t total) {
     if (total >= kProgressBytes) s->progress.Update("loading", done, total);
   };
+  return load_options;
+}
+
+int LoadGraph(const std::string& file, EgraphSession* s) {
   const Clock::time_point t = Clock::now();
-  const tools::ToolStatus st = tools::LoadEgraphJsonFile(file, load_options, &s->graph);
+  const tools::ToolStatus st = tools::LoadEgraphJsonFile(file, ProgressOptions(s), &s->graph);
   s->load_ms = MsSince(t);
   s->progress.Finish();
+  s->base = CountsOf(s->graph);
   return st.ok() ? kExitOk : ToolFail(kEgraphCmd, st.message, s->json);
 }
 
@@ -335,10 +390,10 @@ int ReadCanonical(const EgraphSession& s, RebuildOutcome* out) {
   return ApiFail(kEgraphCmd, "vyre_egraph_image_read", status, s.json, s.gpu);
 }
 
-// Applies `unions` (pairs of class ids), rebuilds the image to its congruence
-// fixpoint and reads back the canonical class of every class.
-int ApplyUnionsAndRebuild(const std::vector<uint32_t>& unions, EgraphSession* s,
-                          RebuildOutcome* out) {
+// Applies `unions` (pairs of class ids) and rebuilds the image to its
+// congruence fixpoint, from the union-find the image holds (never RESET: after
+// an append the rebuild is incremental).
+int RebuildImage(const std::vector<uint32_t>& unions, EgraphSession* s, RebuildOutcome* out) {
   if (s->graph.rows() >= kStatusRows) s->progress.Status("rebuilding...");
   vyre_egraph_rebuild_desc rdesc = VYRE_EGRAPH_REBUILD_DESC_INIT;
   rdesc.flags = s->gpu ? VYRE_EGRAPH_REBUILD_DEVICE_TIMING : 0;
@@ -352,7 +407,143 @@ int ApplyUnionsAndRebuild(const std::vector<uint32_t>& unions, EgraphSession* s,
   if (status != VYRE_STATUS_OK) {
     return ApiFail(kEgraphCmd, "vyre_egraph_rebuild", status, s->json, s->gpu);
   }
-  return ReadCanonical(*s, out);
+  return kExitOk;
+}
+
+// Applies `unions`, rebuilds and reads back the canonical class of every class.
+int ApplyUnionsAndRebuild(const std::vector<uint32_t>& unions, EgraphSession* s,
+                          RebuildOutcome* out) {
+  const int exit_code = RebuildImage(unions, s, out);
+  return exit_code == kExitOk ? ReadCanonical(*s, out) : exit_code;
+}
+
+// --- steps -------------------------------------------------------------------
+
+// Splits every --step at its first comma into DELTA and UNIONS (none when
+// absent or empty), before anything runs, so a bad argument fails at once.
+int ParseSteps(const EgraphOptions& options, std::vector<StepOutcome>* steps) {
+  for (const std::string& arg : options.steps) {
+    StepOutcome step;
+    const size_t comma = arg.find(',');
+    step.delta = arg.substr(0, comma);
+    if (comma != std::string::npos) step.unions_file = arg.substr(comma + 1);
+    if (step.delta.empty()) {
+      return ToolFail(kEgraphCmd,
+                      "--step \"" + arg + "\" names no DELTA.json. Fix: pass --step DELTA.json "
+                      "or --step DELTA.json,UNIONS.txt (the e-nodes to append first).",
+                      options.json);
+    }
+    steps->push_back(std::move(step));
+  }
+  return kExitOk;
+}
+
+// Reads a step's DELTA against the graph so far (which it grows) and then its
+// unions, whose class ids may name DELTA's new classes.
+int LoadStep(EgraphSession* s, StepOutcome* step, tools::EgraphAppend* added,
+             std::vector<uint32_t>* unions) {
+  const Clock::time_point t = Clock::now();
+  const tools::ToolStatus st =
+      tools::AppendEgraphJsonFile(step->delta, ProgressOptions(s), &s->graph, added);
+  s->progress.Finish();
+  if (!st.ok()) return ToolFail(kEgraphCmd, st.message, s->json);
+  const int exit_code = ReadUnions(step->unions_file, *s, unions);
+  step->load_ms = MsSince(t);
+  step->rows_appended = added->rows();
+  step->classes_appended = added->new_classes();
+  step->children_appended = added->children.size();
+  step->ops_appended = added->op_names.size();
+  return exit_code;
+}
+
+int AppendToImage(const tools::EgraphAppend& a, EgraphSession* s, StepOutcome* step) {
+  vyre_egraph_append_desc d = VYRE_EGRAPH_APPEND_DESC_INIT;
+  d.class_count = a.new_classes();
+  d.row_count = a.rows();
+  d.child_count = a.children.size();
+  d.row_classes = Data(a.row_classes);
+  d.row_ops = Data(a.row_ops);
+  d.child_offsets = Data(a.child_offsets);
+  d.child_lengths = Data(a.child_lengths);
+  d.children = Data(a.children);
+  const Clock::time_point t = Clock::now();
+  const vyre_status status = vyre_egraph_image_append(s->image, &d);
+  step->append_ms = MsSince(t);
+  if (status == VYRE_STATUS_OK) return kExitOk;
+  return ApiFail(kEgraphCmd, "vyre_egraph_image_append", status, s->json, s->gpu);
+}
+
+// Brings `canonical` (every class before the step) up to date the way an
+// e-matcher would, from the classes the rebuild changed alone: new classes
+// start alone, then each changed pair sets its class's canonical class.
+int ReadChanges(const EgraphSession& s, std::vector<uint32_t>* canonical, RebuildOutcome* out) {
+  const Clock::time_point t = Clock::now();
+  uint64_t count = 0;
+  vyre_status status = vyre_egraph_changed_read(s.image, nullptr, 0, &count);
+  std::vector<uint32_t> pairs;
+  if (status == VYRE_STATUS_OK && count > 0) {
+    pairs.resize(2 * count);
+    status = vyre_egraph_changed_read(s.image, pairs.data(), count, &count);
+  }
+  out->readback_ms = MsSince(t);
+  if (status != VYRE_STATUS_OK) {
+    return ApiFail(kEgraphCmd, "vyre_egraph_changed_read", status, s.json, s.gpu);
+  }
+  const size_t before = canonical->size();
+  canonical->resize(s.graph.classes);
+  std::iota(canonical->begin() + static_cast<std::ptrdiff_t>(before), canonical->end(),
+            static_cast<uint32_t>(before));
+  for (uint64_t i = 0; i < count; ++i) {
+    const uint32_t c = pairs[2 * i], k = pairs[2 * i + 1];
+    if (c >= canonical->size() || k >= canonical->size()) {
+      return ToolFail(kEgraphCmd, "vyre_egraph_changed_read returned the pair (" +
+                                      std::to_string(c) + ", " + std::to_string(k) + ") of " +
+                                      std::to_string(canonical->size()) +
+                                      " classes. Fix: report this as a bug in vyre-cuda.",
+                      s.json);
+    }
+    (*canonical)[c] = k;
+  }
+  return kExitOk;
+}
+
+// One step: load, append, apply unions and rebuild, read the changes.
+int RunStep(EgraphSession* s, StepOutcome* step, std::vector<uint32_t>* canonical) {
+  tools::EgraphAppend added;
+  std::vector<uint32_t> unions;
+  int exit_code = LoadStep(s, step, &added, &unions);
+  if (exit_code == kExitOk) exit_code = AppendToImage(added, s, step);
+  if (exit_code == kExitOk) exit_code = RebuildImage(unions, s, &step->rebuild);
+  if (exit_code == kExitOk) exit_code = ReadChanges(*s, canonical, &step->rebuild);
+  step->rows_total = s->graph.rows();
+  step->classes_total = s->graph.classes;
+  return exit_code;
+}
+
+// The canonical classes kept from the changes must be what a full read gives:
+// a check of vyre_egraph_changed_read on every run with steps.
+int CheckChangesAgainstFullRead(const EgraphSession& s, const std::vector<uint32_t>& canonical) {
+  RebuildOutcome full;
+  const int exit_code = ReadCanonical(s, &full);
+  if (exit_code != kExitOk || full.canonical == canonical) return exit_code;
+  uint64_t c = 0;
+  while (c < canonical.size() && canonical[c] == full.canonical[c]) ++c;
+  return ToolFail(kEgraphCmd,
+                  "the classes vyre_egraph_changed_read listed disagree with a full read: class " +
+                      std::to_string(c) + " is canonically " + std::to_string(canonical[c]) +
+                      " by the changes but " + std::to_string(full.canonical[c]) +
+                      " by the read. Fix: report this as a bug in vyre-cuda, with the files.",
+                  s.json);
+}
+
+// Runs the steps in order; `canonical` holds FILE's canonical classes on entry
+// and those of the grown graph on return.
+int RunSteps(EgraphSession* s, std::vector<StepOutcome>* steps, std::vector<uint32_t>* canonical) {
+  for (StepOutcome& step : *steps) {
+    const int exit_code = RunStep(s, &step, canonical);
+    if (exit_code != kExitOk) return exit_code;
+  }
+  return steps->empty() ? kExitOk : CheckChangesAgainstFullRead(*s, *canonical);
 }
 
 // Destroys the image and the context. Their errors decide the exit code only
@@ -398,15 +589,45 @@ int WritePartitionFile(const std::string& path, const EgraphSession& s,
   return st.ok() ? kExitOk : ToolFail(kEgraphCmd, st.message, s.json);
 }
 
+std::string StepJson(const StepOutcome& step, bool gpu) {
+  const vyre_egraph_rebuild_result& r = step.rebuild.result;
+  return "{\"delta\": " + Quoted(step.delta) + ", \"unions_file\": " +
+         (step.unions_file.empty() ? std::string("null") : Quoted(step.unions_file)) +
+         ", \"rows_appended\": " + std::to_string(step.rows_appended) +
+         ", \"classes_appended\": " + std::to_string(step.classes_appended) +
+         ", \"children_appended\": " + std::to_string(step.children_appended) +
+         ", \"ops_appended\": " + std::to_string(step.ops_appended) +
+         ", \"e_nodes_total\": " + std::to_string(step.rows_total) +
+         ", \"classes_total\": " + std::to_string(step.classes_total) +
+         ", \"unions\": " + std::to_string(step.rebuild.unions) +
+         ", \"union_merges\": " + std::to_string(r.union_merges) +
+         ", \"classes_before\": " + std::to_string(r.classes_before) +
+         ", \"classes_after\": " + std::to_string(r.classes_after) +
+         ", \"rounds\": " + std::to_string(r.rounds) +
+         ", \"full_rounds\": " + std::to_string(r.full_rounds) +
+         ", \"merges\": " + std::to_string(r.merges) +
+         ", \"changed_classes\": " + std::to_string(r.changed_class_count) +
+         ", \"rows_visited\": " + std::to_string(r.rows_visited) +
+         ", \"times_ms\": {\"load\": " + Num(step.load_ms) + ", \"append\": " +
+         Num(step.append_ms) + ", \"rebuild\": " + Num(step.rebuild.rebuild_ms) +
+         ", \"read_changes\": " + Num(step.rebuild.readback_ms) +
+         (gpu ? ", \"rebuild_device\": " + Num(r.device_ns / 1e6) : std::string()) + "}}";
+}
+
+// The keys before "steps" describe FILE alone (as without --step).
 std::string EgraphJson(const EgraphOptions& options, const EgraphSession& s,
-                       const RebuildOutcome& out) {
-  const tools::LoadedEgraph& g = s.graph;
+                       const RebuildOutcome& out, const std::vector<StepOutcome>& steps) {
+  const GraphCounts& g = s.base;
   const vyre_egraph_rebuild_result& r = out.result;
+  std::string steps_json;
+  for (size_t i = 0; i < steps.size(); ++i) {
+    steps_json += (i ? ", " : "") + StepJson(steps[i], s.gpu);
+  }
   return "{\"command\": \"egraph\", \"file\": " + Quoted(options.file) +
          ", \"device\": " + Quoted(options.device) + ", \"device_name\": " + Quoted(s.device_name) +
-         ", \"bytes\": " + std::to_string(g.bytes) + ", \"e_nodes\": " + std::to_string(g.rows()) +
-         ", \"children\": " + std::to_string(g.children.size()) +
-         ", \"ops\": " + std::to_string(g.op_names.size()) +
+         ", \"bytes\": " + std::to_string(g.bytes) + ", \"e_nodes\": " + std::to_string(g.rows) +
+         ", \"children\": " + std::to_string(g.children) +
+         ", \"ops\": " + std::to_string(g.ops) +
          ", \"classes\": " + std::to_string(g.classes) +
          ", \"unions\": " + std::to_string(out.unions) +
          ", \"union_merges\": " + std::to_string(r.union_merges) +
@@ -417,19 +638,19 @@ std::string EgraphJson(const EgraphOptions& options, const EgraphSession& s,
          ", \"times_ms\": {\"load\": " + Num(s.load_ms) + ", \"upload\": " + Num(s.upload_ms) +
          ", \"rebuild\": " + Num(out.rebuild_ms) + ", \"read_back\": " + Num(out.readback_ms) +
          (s.gpu ? ", \"rebuild_device\": " + Num(r.device_ns / 1e6) : std::string()) +
-         "}, \"partition_out\": " +
+         "}, \"steps\": [" + steps_json + "], \"partition_out\": " +
          (options.partition_out.empty() ? std::string("null") : Quoted(options.partition_out)) +
          "}";
 }
 
 void PrintEgraphText(const EgraphOptions& options, const EgraphSession& s,
                      const RebuildOutcome& out) {
-  const tools::LoadedEgraph& g = s.graph;
+  const GraphCounts& g = s.base;
   const vyre_egraph_rebuild_result& r = out.result;
   std::printf("e-graph:          %s (%.1f MiB)\n", options.file.c_str(), g.bytes / 1048576.0);
   std::printf("device:           %s (%s)\n", options.device.c_str(), s.device_name.c_str());
-  std::printf("e-nodes:          %" PRIu64 " (%zu children, %zu ops)\n", g.rows(),
-              g.children.size(), g.op_names.size());
+  std::printf("e-nodes:          %" PRIu64 " (%" PRIu64 " children, %" PRIu64 " ops)\n", g.rows,
+              g.children, g.ops);
   std::printf("classes:          %" PRIu64 "\n", g.classes);
   std::printf("unions:           %zu (%" PRIu64 " merged classes)\n", out.unions,
               static_cast<uint64_t>(r.union_merges));
@@ -444,18 +665,48 @@ void PrintEgraphText(const EgraphOptions& options, const EgraphSession& s,
   if (s.gpu) std::printf("  (device %.3f ms)", r.device_ns / 1e6);
   std::printf("\n");
   std::printf("time read-back:   %10.3f ms\n", out.readback_ms);
-  if (!options.partition_out.empty()) {
-    std::printf("partition:        %s\n", options.partition_out.c_str());
-  }
 }
 
-// Reports one rebuild: one JSON object on stdout with --json, else text.
-void ReportEgraph(const EgraphOptions& options, const EgraphSession& s,
-                  const RebuildOutcome& out) {
+// One step's block: the same labels as FILE's, indented under "step N:".
+void PrintStepText(size_t index, const StepOutcome& step, bool gpu) {
+  const vyre_egraph_rebuild_result& r = step.rebuild.result;
+  const std::string label = "step " + std::to_string(index + 1) + ":";
+  std::printf("%-18s%s%s%s\n", label.c_str(), step.delta.c_str(),
+              step.unions_file.empty() ? "" : ", unions ", step.unions_file.c_str());
+  std::printf("  appended:       %" PRIu64 " e-nodes, %" PRIu64 " classes (%" PRIu64
+              " children, %" PRIu64 " new ops)\n",
+              step.rows_appended, step.classes_appended, step.children_appended,
+              step.ops_appended);
+  std::printf("  e-graph now:    %" PRIu64 " e-nodes, %" PRIu64 " classes\n", step.rows_total,
+              step.classes_total);
+  std::printf("  unions:         %zu (%" PRIu64 " merged classes)\n", step.rebuild.unions,
+              static_cast<uint64_t>(r.union_merges));
+  std::printf("  classes before: %" PRIu64 "\n", static_cast<uint64_t>(r.classes_before));
+  std::printf("  classes after:  %" PRIu64 "\n", static_cast<uint64_t>(r.classes_after));
+  std::printf("  rounds:         %u (%u full)\n", r.rounds, r.full_rounds);
+  std::printf("  merges:         %" PRIu64 " (congruence)\n", static_cast<uint64_t>(r.merges));
+  std::printf("  changed:        %" PRIu64 " classes\n",
+              static_cast<uint64_t>(r.changed_class_count));
+  std::printf("  rows visited:   %" PRIu64 "\n", static_cast<uint64_t>(r.rows_visited));
+  std::printf("  time load:      %10.3f ms\n", step.load_ms);
+  std::printf("  time append:    %10.3f ms\n", step.append_ms);
+  std::printf("  time rebuild:   %10.3f ms", step.rebuild.rebuild_ms);
+  if (gpu) std::printf("  (device %.3f ms)", r.device_ns / 1e6);
+  std::printf("\n");
+  std::printf("  time changes:   %10.3f ms\n", step.rebuild.readback_ms);
+}
+
+// Reports the run: one JSON object on stdout with --json, else text.
+void ReportEgraph(const EgraphOptions& options, const EgraphSession& s, const RebuildOutcome& out,
+                  const std::vector<StepOutcome>& steps) {
   if (s.json) {
-    std::printf("%s\n", EgraphJson(options, s, out).c_str());
-  } else {
-    PrintEgraphText(options, s, out);
+    std::printf("%s\n", EgraphJson(options, s, out, steps).c_str());
+    return;
+  }
+  PrintEgraphText(options, s, out);
+  for (size_t i = 0; i < steps.size(); ++i) PrintStepText(i, steps[i], s.gpu);
+  if (!options.partition_out.empty()) {
+    std::printf("partition:        %s\n", options.partition_out.c_str());
   }
 }
 
@@ -465,16 +716,19 @@ int RunEgraph(const EgraphOptions& options) {
   EgraphSession session(options);
   std::vector<uint32_t> unions;
   RebuildOutcome outcome;
-  int exit_code = OpenDevice(&session);
+  std::vector<StepOutcome> steps;
+  int exit_code = ParseSteps(options, &steps);
+  if (exit_code == kExitOk) exit_code = OpenDevice(&session);
   if (exit_code == kExitOk) exit_code = LoadGraph(options.file, &session);
   if (exit_code == kExitOk) exit_code = ReadUnions(options.unions_file, session, &unions);
   if (exit_code == kExitOk) exit_code = BuildImage(&session);
   if (exit_code == kExitOk) exit_code = ApplyUnionsAndRebuild(unions, &session, &outcome);
+  if (exit_code == kExitOk) exit_code = RunSteps(&session, &steps, &outcome.canonical);
   // Released before any output, so that a destroy error is the command's error.
   exit_code = ReleaseDevice(&session, exit_code);
   if (exit_code == kExitOk) exit_code = CheckCanonical(session, outcome);
   if (exit_code == kExitOk) exit_code = WritePartitionFile(options.partition_out, session, outcome);
-  if (exit_code == kExitOk) ReportEgraph(options, session, outcome);
+  if (exit_code == kExitOk) ReportEgraph(options, session, outcome, steps);
   return exit_code;
 }
 

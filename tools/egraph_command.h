@@ -3,6 +3,7 @@
 // reference. Registered in vyre_cuda_cli.cc's main() like `info`.
 //
 //   vyre-cuda egraph FILE.json [--device gpu|cpu] [--unions-file U]
+//                    [--step DELTA.json[,UNIONS.txt]]...
 //                    [--partition-out P] [--json] [--cpu-threads N]
 //   vyre-cuda egraph-bench --rows N --arity A --seed S [--json] [--repeat R]
 //                    [--cpu-threads N]
@@ -16,6 +17,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace vyre::cli {
 
@@ -24,6 +26,9 @@ struct EgraphOptions {
   std::string device = "gpu";
   std::string unions_file;
   std::string partition_out;
+  // "DELTA.json" or "DELTA.json,UNIONS.txt" (split at the first comma), in
+  // order: e-nodes appended to the image, then unions, then a rebuild.
+  std::vector<std::string> steps;
   bool json = false;
   uint32_t cpu_threads = 0;
 };

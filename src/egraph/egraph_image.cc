@@ -103,20 +103,25 @@ absl::StatusOr<EgraphLayout> LayOutImage(const EgraphCapacity& capacity, const c
   return l;
 }
 
-absl::StatusOr<EgraphScratchLayout> LayOutScratch(const EgraphCapacity& capacity,
-                                                  const char* what) {
-  EgraphScratchLayout l;
-  const uint64_t rows = capacity.rows;
+uint64_t TableSlotsFor(uint64_t rows) {
   // Four slots per row keep the table at most a quarter full after a full
   // round; later rounds add their changed rows, and a table over half full
-  // is cleared by a full round (see congruence.cu). Table entries are u64
-  // (hash, table round, row); a row record is 16 bytes.
-  l.table_slots = std::max<uint64_t>(*NextPowerOfTwo(std::max<uint64_t>(rows, 1) * 4), 1024);
+  // is cleared by a full round (see congruence.cu).
+  return std::max<uint64_t>(*NextPowerOfTwo(std::max<uint64_t>(rows, 1) * 4), 1024);
+}
+
+absl::StatusOr<EgraphScratchLayout> LayOutScratch(const EgraphCapacity& capacity,
+                                                  uint64_t table_slots, const char* what) {
+  EgraphScratchLayout l;
+  const uint64_t rows = capacity.rows;
+  // Table entries are u64 (hash, table round, row); a row record is 16
+  // bytes.
+  l.table_slots = table_slots != 0 ? table_slots : TableSlotsFor(rows);
   l.class_words = std::max<uint64_t>((capacity.classes + 31) / 32, 1);
   uint64_t cursor = 0;
-  const bool ok = Place(&cursor, rows * 4, &l.hash) &&
+  const bool ok = Place(&cursor, l.table_slots * 8, &l.table) &&
+                  Place(&cursor, rows * 4, &l.hash) &&
                   Place(&cursor, (rows + 31) / 32 * 4, &l.dirty_rows) &&
-                  Place(&cursor, l.table_slots * 8, &l.table) &&
                   Place(&cursor, rows * 16, &l.records) &&
                   Place(&cursor, rows, &l.changed_in) &&
                   Place(&cursor, sizeof(VyreEgCounters), &l.counters) &&
@@ -265,13 +270,14 @@ absl::Status EgraphImage::PlanBuckets(const char* what) {
   return absl::OkStatus();
 }
 
-absl::Status EgraphImage::AllocateStorage(const EgraphCapacity& capacity, OwnedBytes* slab,
-                                          OwnedBytes* scratch, EgraphLayout* layout,
+absl::Status EgraphImage::AllocateStorage(const EgraphCapacity& capacity, uint64_t table_slots,
+                                          OwnedBytes* slab, OwnedBytes* scratch,
+                                          EgraphLayout* layout,
                                           EgraphScratchLayout* scratch_layout,
                                           const char* what) const {
   Context& ctx = *context_;
   VYRE_ASSIGN_OR_RETURN(*layout, LayOutImage(capacity, what));
-  VYRE_ASSIGN_OR_RETURN(*scratch_layout, LayOutScratch(capacity, what));
+  VYRE_ASSIGN_OR_RETURN(*scratch_layout, LayOutScratch(capacity, table_slots, what));
   VYRE_ASSIGN_OR_RETURN(*slab, OwnedBytes::Allocate(OwnedBytes::Kind::kDevice, ctx.cu(),
                                                     &ctx.telemetry(), layout->bytes, what));
   VYRE_ASSIGN_OR_RETURN(*scratch, OwnedBytes::Allocate(OwnedBytes::Kind::kDevice, ctx.cu(),
@@ -342,7 +348,7 @@ absl::Status EgraphImage::CreateOnDevice(const vyre_egraph_image_desc& desc, con
   capacity_.classes = std::max(classes_, desc.class_capacity);
   capacity_.children = std::max(child_count_, desc.child_capacity);
   VYRE_RETURN_IF_ERROR(
-      AllocateStorage(capacity_, &slab_, &scratch_, &layout_, &scratch_layout_, what));
+      AllocateStorage(capacity_, 0, &slab_, &scratch_, &layout_, &scratch_layout_, what));
   VYRE_ASSIGN_OR_RETURN(pinned_counters_,
                         OwnedBytes::Allocate(OwnedBytes::Kind::kPinned, ctx.cu(),
                                              &ctx.telemetry(), sizeof(VyreEgCounters), what));
@@ -391,8 +397,15 @@ absl::Status EgraphImage::Grow(const EgraphCapacity& capacity, const char* what)
   OwnedBytes slab, scratch;
   EgraphLayout layout;
   EgraphScratchLayout scratch_layout;
-  VYRE_RETURN_IF_ERROR(
-      AllocateStorage(capacity, &slab, &scratch, &layout, &scratch_layout, what));
+  // The table keeps its size while it still has two slots a row of the new
+  // capacity (a full round at most half fills it): then it, the rows' forms
+  // and the worklist come along, and the next rebuild stays incremental (a
+  // table that fills up past half asks for a full round, as always). Past
+  // that it grows too, and the next rebuild starts with a full round.
+  const uint64_t old_slots = scratch_layout_.table_slots;
+  const bool keep_table = capacity.rows * 2 <= old_slots;
+  VYRE_RETURN_IF_ERROR(AllocateStorage(capacity, keep_table ? old_slots : 0, &slab, &scratch,
+                                       &layout, &scratch_layout, what));
   CUstream stream = ctx.stream();
   struct {
     uint64_t from, to, bytes;
@@ -412,11 +425,21 @@ absl::Status EgraphImage::Grow(const EgraphCapacity& capacity, const char* what)
     VYRE_CU(what, cuMemcpyDtoDAsync, slab.device() + span.to, slab_.device() + span.from,
             span.bytes, stream);
   }
-  // Same row capacity: the row-sized scratch (table, forms, worklist) has
-  // the same layout and comes along; else the next rebuild starts full.
-  if (capacity.rows == capacity_.rows) {
-    VYRE_CU(what, cuMemcpyDtoDAsync, scratch.device(), scratch_.device(),
-            scratch_layout_.counters, stream);
+  if (keep_table) {
+    struct {
+      uint64_t from, to, bytes;
+    } rows[] = {
+        {scratch_layout_.table, scratch_layout.table, old_slots * 8},
+        {scratch_layout_.hash, scratch_layout.hash, rows_ * 4},
+        {scratch_layout_.dirty_rows, scratch_layout.dirty_rows, (rows_ + 31) / 32 * 4},
+        {scratch_layout_.records, scratch_layout.records, rows_ * 16},
+        {scratch_layout_.changed_in, scratch_layout.changed_in, rows_},
+    };
+    for (const auto& span : rows) {
+      if (span.bytes == 0) continue;
+      VYRE_CU(what, cuMemcpyDtoDAsync, scratch.device() + span.to, scratch_.device() + span.from,
+              span.bytes, stream);
+    }
   } else {
     table_valid_ = false;
     records_stale_ = true;
@@ -851,6 +874,9 @@ absl::Status EgraphImage::PreparePass(const char* what) {
   uint64_t cursor = 0, list = 0, forms = 0;
   Place(&cursor, rows_ * 8, &list);
   Place(&cursor, rows_ * 16, &forms);
+  // A table kept through a growth of the rows (Grow) may be too small for
+  // them: then they go with the pass's own scratch.
+  pass_list_bytes_ = cursor <= scratch_layout_.table_slots * 8 ? 0 : cursor;
   args_.bucket_list = args_.table + list;
   pass_forms_ = args_.table + forms;
   args_.bucket_slots = bucket_plan_.slots;
@@ -880,7 +906,8 @@ absl::Status EgraphImage::EnsurePassScratch(uint64_t pairs, const char* what) {
                   Place(&cursor, count_bytes, &counts) &&
                   Place(&cursor, (uint64_t{plan.bins1} + 1) * 4, &segments) &&
                   Place(&cursor, (uint64_t{plan.buckets} + 1) * 4, &starts);
-  if (!ok) return LayoutOverflow(what);
+  uint64_t list = 0;
+  if (!ok || !Place(&cursor, pass_list_bytes_, &list)) return LayoutOverflow(what);
   pass_scratch_.reset();
   VYRE_ASSIGN_OR_RETURN(pass_scratch_, OwnedBytes::Allocate(OwnedBytes::Kind::kDevice, ctx.cu(),
                                                             &ctx.telemetry(), cursor, what));
@@ -893,6 +920,13 @@ absl::Status EgraphImage::EnsurePassScratch(uint64_t pairs, const char* what) {
   part_counts_ = base + counts;
   part_segments_ = base + segments;
   args_.bucket_starts = base + starts;
+  if (pass_list_bytes_ != 0) {  // as PreparePass lays them out in the table's span
+    uint64_t at = 0, list_at = 0, forms_at = 0;
+    Place(&at, rows_ * 8, &list_at);
+    Place(&at, rows_ * 16, &forms_at);
+    args_.bucket_list = base + list + list_at;
+    pass_forms_ = base + list + forms_at;
+  }
   args_.pair_set_mask = static_cast<uint32_t>(set_slots - 1);
   args_.pair_capacity = static_cast<uint32_t>(capacity);
   return absl::OkStatus();

@@ -41,13 +41,13 @@ struct EgraphLayout {
   uint64_t bytes = 0;
 };
 
-// Spans of the scratch slab, sized by capacity: row hashes and the worklist
-// bitset ("dirty rows"), the group table, the row records, the table round
-// each row's form last changed in and the counter block (the row-sized
-// part, in that order), then the two linked-root bitsets, the changed-class
-// bitset and the changed-class list.
+// Spans of the scratch slab: the group table first (its size may outlive a
+// growth of the rows: see Grow), then, sized by capacity, row hashes, the
+// worklist bitset ("dirty rows"), the row records, the table round each
+// row's form last changed in, the counter block, the two linked-root
+// bitsets, the changed-class bitset and the changed-class list.
 struct EgraphScratchLayout {
-  uint64_t hash = 0, dirty_rows = 0, table = 0, records = 0, changed_in = 0, counters = 0;
+  uint64_t table = 0, hash = 0, dirty_rows = 0, records = 0, changed_in = 0, counters = 0;
   uint64_t hooked = 0, changed_bits = 0, changed_list = 0;
   uint64_t table_slots = 0, class_words = 0;
   uint64_t bytes = 0;
@@ -55,8 +55,9 @@ struct EgraphScratchLayout {
 
 // Lays out the slabs for an image's capacity; OUT_OF_RANGE when they overflow.
 absl::StatusOr<EgraphLayout> LayOutImage(const EgraphCapacity& capacity, const char* what);
+// table_slots 0: four slots per row of capacity (a power of two).
 absl::StatusOr<EgraphScratchLayout> LayOutScratch(const EgraphCapacity& capacity,
-                                                  const char* what);
+                                                  uint64_t table_slots, const char* what);
 
 class EgraphImage {
  public:
@@ -99,8 +100,8 @@ class EgraphImage {
   uint64_t index_bytes() const { return index_.bytes(); }
   // Allocates slabs for `capacity` and points args_ at them; the old ones
   // (if any) are left to the caller to copy from and drop.
-  absl::Status AllocateStorage(const EgraphCapacity& capacity, OwnedBytes* slab,
-                               OwnedBytes* scratch, EgraphLayout* layout,
+  absl::Status AllocateStorage(const EgraphCapacity& capacity, uint64_t table_slots,
+                               OwnedBytes* slab, OwnedBytes* scratch, EgraphLayout* layout,
                                EgraphScratchLayout* scratch_layout, const char* what) const;
   void PointArgs();
   // Grows the slabs to `capacity`, copying what they hold device to device.
@@ -174,6 +175,7 @@ class EgraphImage {
   OwnedBytes index_;  // the parent index (offsets, rows, prefix-sum scratch)
   EgraphCapacity index_capacity_;
   uint64_t pass_pair_capacity_ = 0;
+  uint64_t pass_list_bytes_ = 0;  // the pass's list and forms in pass_scratch_ (0: in the table's span)
   VyreEgArgs args_{};
   std::shared_ptr<LoadedModule> module_;
   struct Kernels {

@@ -1,7 +1,8 @@
 // Tests of the e-graph tools (tools/egraph): the egraph-serialize JSON loader
-// and its errors, union and partition files, the synthetic generator; and the
-// CPU reference on the real e-graphs of tests/data/egraphs (widened by
-// VYRE_EGRAPHS_DIR, ../shared/egraphs, where present; tests/data/egraph_files.h).
+// and its errors, later files (steps) appended to a loaded graph, union and
+// partition files, the synthetic generator; and the CPU reference on the real
+// e-graphs of tests/data/egraphs (widened by VYRE_EGRAPHS_DIR,
+// ../shared/egraphs, where present; tests/data/egraph_files.h).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -18,6 +19,7 @@
 #include "egraph/json_loader.h"
 #include "egraph/synthetic.h"
 #include "egraph_files.h"
+#include "vyre_cuda.h"
 
 namespace vyre::tools {
 namespace {
@@ -240,6 +242,253 @@ TEST(EgraphJsonTest, ReportsProgress) {
   for (size_t i = 1; i < calls.size(); ++i) EXPECT_GE(calls[i].first, calls[i - 1].first);
   EXPECT_EQ(calls.back().first, text.size());
   EXPECT_EQ(calls.back().second, text.size());
+}
+
+// ---------------------------------------------------------------------------
+// Appending a later file (a step) to a loaded graph
+// ---------------------------------------------------------------------------
+
+// kWhole's nodes in two files, in the same order: FILE then a step whose nodes
+// name FILE's nodes, each other (a forward reference too) and classes of both.
+const char* const kWhole = R"({"nodes": {
+  "a":  {"op": "a", "children": [], "eclass": "A"},
+  "fa": {"op": "f", "children": ["a"], "eclass": "FA"},
+  "b":  {"op": "b", "children": [], "eclass": "B"},
+  "gb": {"op": "g", "children": ["hb", "fa"], "eclass": "G"},
+  "hb": {"op": "h", "children": ["b"], "eclass": "FA"},
+  "fb": {"op": "f", "children": ["b"], "eclass": "FB"}
+}})";
+const char* const kFirst = R"({"nodes": {
+  "a":  {"op": "a", "children": [], "eclass": "A"},
+  "fa": {"op": "f", "children": ["a"], "eclass": "FA"}
+}})";
+const char* const kSecond = R"({"nodes": {
+  "b":  {"op": "b", "children": [], "eclass": "B"},
+  "gb": {"op": "g", "children": ["hb", "fa"], "eclass": "G"},
+  "hb": {"op": "h", "children": ["b"], "eclass": "FA"},
+  "fb": {"op": "f", "children": ["b"], "eclass": "FB"}
+}})";
+
+ToolStatus Append(const std::string& text, LoadedEgraph* g, EgraphAppend* added,
+                  bool own = false) {
+  LoadOptions options;
+  options.own_class_per_node = own;
+  return AppendEgraphJsonText(text, "step.json", options, g, added);
+}
+
+TEST(EgraphAppendTest, AppendsRowsClassesAndOps) {
+  LoadedEgraph g;
+  ASSERT_TRUE(Load(kFirst, &g).ok());
+  EgraphAppend added;
+  ASSERT_TRUE(Append(kSecond, &g, &added).ok());
+  // What the image append takes: the new rows only, ids of the whole graph.
+  EXPECT_EQ(added.first_row, 2u);
+  EXPECT_EQ(added.first_class, 2u);
+  EXPECT_EQ(added.classes, 5u);
+  EXPECT_EQ(added.new_classes(), 3u);  // B, G, FB; FA is FILE's
+  EXPECT_EQ(added.rows(), 4u);
+  EXPECT_EQ(added.row_classes, (std::vector<uint32_t>{2, 3, 1, 4}));
+  EXPECT_EQ(added.row_ops, (std::vector<uint32_t>{2, 3, 4, 1}));  // "f" is FILE's op 1
+  EXPECT_EQ(added.op_names, (std::vector<std::string>{"b", "g", "h"}));
+  EXPECT_EQ(added.child_offsets, (std::vector<uint32_t>{0, 0, 2, 3}));
+  EXPECT_EQ(added.child_lengths, (std::vector<uint32_t>{0, 2, 1, 1}));
+  EXPECT_EQ(added.children, (std::vector<uint32_t>{1, 1, 2, 2}));  // hb: FA, fa: FA, b: B
+  EXPECT_EQ(added.bytes, std::string(kSecond).size());
+  // The graph is now both files, as if loaded from one.
+  LoadedEgraph whole;
+  ASSERT_TRUE(Load(kWhole, &whole).ok());
+  EXPECT_EQ(g.rows(), whole.rows());
+  EXPECT_EQ(g.classes, whole.classes);
+  EXPECT_EQ(g.row_classes, whole.row_classes);
+  EXPECT_EQ(g.row_ops, whole.row_ops);
+  EXPECT_EQ(g.child_offsets, whole.child_offsets);
+  EXPECT_EQ(g.child_lengths, whole.child_lengths);
+  EXPECT_EQ(g.children, whole.children);
+  EXPECT_EQ(g.op_names, whole.op_names);
+  EXPECT_EQ(g.class_names, whole.class_names);
+  EXPECT_EQ(g.node_names, whole.node_names);
+  EXPECT_EQ(g.class_ids, whole.class_ids);
+  EXPECT_EQ(g.node_rows.at("fb"), 5u);
+  EXPECT_EQ(g.node_rows.at("a"), 0u);
+  EXPECT_EQ(g.bytes, std::string(kFirst).size() + std::string(kSecond).size());
+}
+
+TEST(EgraphAppendTest, LaterStepsSeeEarlierSteps) {
+  LoadedEgraph g;
+  ASSERT_TRUE(Load(kFirst, &g).ok());
+  EgraphAppend added;
+  ASSERT_TRUE(Append(R"({"nodes": {"x": {"op": "x", "eclass": "X"}}})", &g, &added).ok());
+  ASSERT_TRUE(Append(R"({"nodes": {"fx": {"op": "f", "children": ["x"], "eclass": "X"},
+                                    "gx": {"op": "g", "children": ["fx", "a"], "eclass": "Y"}},
+                         "root_eclasses": ["Y", "R"]})",
+                     &g, &added)
+                  .ok());
+  EXPECT_EQ(added.first_row, 3u);
+  EXPECT_EQ(added.first_class, 3u);
+  EXPECT_EQ(added.classes, 5u);  // Y, and R (a class of its own, as at a load)
+  EXPECT_EQ(added.row_classes, (std::vector<uint32_t>{2, 3}));
+  EXPECT_EQ(added.children, (std::vector<uint32_t>{2, 2, 0}));
+  EXPECT_EQ(g.class_names, (std::vector<std::string>{"A", "FA", "X", "Y", "R"}));
+  // Unions may name the classes of every file so far.
+  std::vector<uint32_t> pairs;
+  ASSERT_TRUE(ParseUnions("X A\nR FA\n", "u.txt", g, &pairs).ok());
+  EXPECT_EQ(pairs, (std::vector<uint32_t>{2, 0, 4, 1}));
+  // An empty step adds nothing.
+  ASSERT_TRUE(Append(R"({"nodes": {}})", &g, &added).ok());
+  EXPECT_EQ(added.rows(), 0u);
+  EXPECT_EQ(added.new_classes(), 0u);
+  EXPECT_EQ(g.rows(), 5u);
+}
+
+// A refused file leaves the graph as it was.
+void ExpectUnchanged(const LoadedEgraph& g, const LoadedEgraph& before) {
+  EXPECT_EQ(g.rows(), before.rows());
+  EXPECT_EQ(g.classes, before.classes);
+  EXPECT_EQ(g.children, before.children);
+  EXPECT_EQ(g.class_names, before.class_names);
+  EXPECT_EQ(g.class_ids, before.class_ids);
+  EXPECT_EQ(g.op_names, before.op_names);
+  EXPECT_EQ(g.node_names, before.node_names);
+  EXPECT_EQ(g.node_rows.size(), g.node_names.size());
+  EXPECT_EQ(g.bytes, before.bytes);
+}
+
+TEST(EgraphAppendTest, Errors) {
+  LoadedEgraph g;
+  ASSERT_TRUE(Load(kFirst, &g).ok());
+  EgraphAppend added;
+  ASSERT_TRUE(Append(R"({"nodes": {"x": {"op": "x", "eclass": "X"}}})", &g, &added).ok());
+  const LoadedEgraph before = g;
+  // A node id of FILE, or of an earlier step.
+  EXPECT_TRUE(FailsWith(Append(R"({"nodes": {"fa": {"op": "f", "eclass": "FA"}}})", &g, &added),
+                        "step.json: node \"fa\": defined already by an earlier file"));
+  EXPECT_TRUE(FailsWith(Append(R"({"nodes": {"y": {"op": "y", "eclass": "Y"},
+                                              "x": {"op": "x", "eclass": "X"}}})",
+                               &g, &added),
+                        "node \"x\": defined already by an earlier file"));
+  EXPECT_TRUE(FailsWith(
+      Append(R"({"nodes": {"f": {"op": "f", "children": ["x", "ghost"], "eclass": "N"}}})", &g,
+             &added),
+      "node \"f\": child \"ghost\" names no node"));
+  EXPECT_TRUE(FailsWith(Append(R"({"nodes": {"f": {"op": "f", "children": ["x"]}}})", &g, &added),
+                        "no \"eclass\""));
+  EXPECT_TRUE(FailsWith(Append(R"({"nodes": {"y": )", &g, &added), "malformed JSON"));
+  EXPECT_TRUE(FailsWith(Append(R"({"nodes": {"y": {"op": "y", "eclass": "Y"},
+                                              "y": {"op": "y", "eclass": "Y"}}})",
+                               &g, &added),
+                        "defined twice"));
+  EXPECT_TRUE(FailsWith(AppendEgraphJsonFile("/nonexistent/step.json", LoadOptions(), &g, &added),
+                        "cannot open the e-graph step file"));
+  ExpectUnchanged(g, before);
+  // And the graph still grows after refused files.
+  ASSERT_TRUE(Append(R"({"nodes": {"fx": {"op": "f", "children": ["x"], "eclass": "FX"}}})", &g,
+                     &added)
+                  .ok());
+  EXPECT_EQ(added.first_row, 3u);
+  EXPECT_EQ(added.children, (std::vector<uint32_t>{2}));
+}
+
+// Random damage to a step never crashes the append: the graph grows
+// consistently, or the error has a Fix and the graph is as it was.
+TEST(EgraphAppendTest, DamagedStepNeverCrashes) {
+  const std::string base = kSecond;
+  const char alphabet[] = "{}[]\":,abfghxAB \\\n";
+  uint64_t state = 777;
+  auto next = [&]() {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return static_cast<uint32_t>(state >> 33);
+  };
+  int errors = 0;
+  for (int round = 0; round < 2000; ++round) {
+    std::string text = base;
+    for (int e = 0, edits = 1 + next() % 3; e < edits && !text.empty(); ++e) {
+      const size_t at = next() % text.size();
+      switch (next() % 3) {
+        case 0: text[at] = alphabet[next() % (sizeof alphabet - 1)]; break;
+        case 1: text.erase(at, 1 + next() % 6); break;
+        default: text.insert(at, 1, alphabet[next() % (sizeof alphabet - 1)]); break;
+      }
+    }
+    LoadedEgraph g;
+    ASSERT_TRUE(Load(kFirst, &g).ok());
+    const LoadedEgraph before = g;
+    EgraphAppend added;
+    const ToolStatus st = Append(text, &g, &added);
+    if (!st.ok()) {
+      ++errors;
+      ASSERT_TRUE(HasFix(st)) << st.message;
+      ExpectUnchanged(g, before);
+      continue;
+    }
+    ASSERT_EQ(g.rows(), before.rows() + added.rows());
+    ASSERT_EQ(added.classes, g.classes);
+    for (uint32_t c : added.row_classes) ASSERT_LT(c, g.classes);
+    for (uint32_t c : added.children) ASSERT_LT(c, g.classes);
+    for (uint32_t o : added.row_ops) ASSERT_LT(o, g.op_names.size());
+  }
+  EXPECT_GT(errors, 500);
+}
+
+TEST(EgraphAppendTest, OwnClassPerNode) {
+  LoadedEgraph g;
+  ASSERT_TRUE(Load(kFirst, &g, /*own=*/true).ok());
+  EgraphAppend added;
+  ASSERT_TRUE(Append(kSecond, &g, &added, /*own=*/true).ok());
+  LoadedEgraph whole;
+  ASSERT_TRUE(Load(kWhole, &whole, /*own=*/true).ok());
+  EXPECT_EQ(added.row_classes, (std::vector<uint32_t>{2, 3, 4, 5}));
+  EXPECT_EQ(g.classes, whole.classes);
+  EXPECT_EQ(g.row_classes, whole.row_classes);
+  EXPECT_EQ(g.children, whole.children);
+  EXPECT_EQ(g.class_names, whole.class_names);
+  EXPECT_EQ(g.class_ids, whole.class_ids);
+}
+
+// What an append describes is what vyre_egraph_image_append takes: FILE's
+// image grown by the step and rebuilt partitions the classes as the image of
+// both files at once does.
+TEST(EgraphAppendTest, FeedsImageAppend) {
+  LoadedEgraph g;
+  ASSERT_TRUE(Load(kFirst, &g).ok());
+  vyre_egraph_image_desc desc = VYRE_EGRAPH_IMAGE_DESC_INIT;
+  desc.device = VYRE_EGRAPH_DEVICE_CPU;
+  desc.row_count = g.rows();
+  desc.class_count = g.classes;
+  desc.child_count = g.children.size();
+  desc.row_classes = g.row_classes.data();
+  desc.row_ops = g.row_ops.data();
+  desc.child_offsets = g.child_offsets.data();
+  desc.child_lengths = g.child_lengths.data();
+  desc.children = g.children.data();
+  vyre_egraph_image image = {0};
+  ASSERT_EQ(vyre_egraph_image_create(&desc, &image), VYRE_STATUS_OK);
+  ASSERT_EQ(vyre_egraph_rebuild(image, nullptr, nullptr), VYRE_STATUS_OK);
+  EgraphAppend added;
+  ASSERT_TRUE(Append(kSecond, &g, &added).ok());
+  vyre_egraph_append_desc a = VYRE_EGRAPH_APPEND_DESC_INIT;
+  a.class_count = added.new_classes();
+  a.row_count = added.rows();
+  a.child_count = added.children.size();
+  a.row_classes = added.row_classes.data();
+  a.row_ops = added.row_ops.data();
+  a.child_offsets = added.child_offsets.data();
+  a.child_lengths = added.child_lengths.data();
+  a.children = added.children.data();
+  ASSERT_EQ(vyre_egraph_image_append(image, &a), VYRE_STATUS_OK);
+  // B = A makes f(b) congruent to f(a): FB joins FA.
+  std::vector<uint32_t> unions;
+  ASSERT_TRUE(ParseUnions("B A\n", "u.txt", g, &unions).ok());
+  vyre_egraph_rebuild_desc r = VYRE_EGRAPH_REBUILD_DESC_INIT;
+  r.unions = unions.data();
+  r.union_count = unions.size() / 2;
+  std::vector<uint32_t> canonical(g.classes);
+  r.canonical_out = canonical.data();
+  vyre_egraph_rebuild_result result = VYRE_EGRAPH_REBUILD_RESULT_INIT;
+  ASSERT_EQ(vyre_egraph_rebuild(image, &r, &result), VYRE_STATUS_OK);
+  EXPECT_EQ(vyre_egraph_image_destroy(image), VYRE_STATUS_OK);
+  EXPECT_EQ(result.merges, 1u);
+  // A, FA, B, G, FB: B -> A, FB -> FA.
+  EXPECT_EQ(canonical, (std::vector<uint32_t>{0, 1, 0, 3, 1}));
 }
 
 // ---------------------------------------------------------------------------

@@ -72,11 +72,20 @@ class TrackedIterator {
 
 constexpr uint32_t kMaxId = std::numeric_limits<uint32_t>::max();
 
+// What a file is read against: nothing for a first load; for an appended file,
+// the graph loaded so far (with its node_rows and op_ids built), whose nodes,
+// classes and ops keep their ids while the file's new ones are numbered on.
+struct Prior {
+  const LoadedEgraph* graph = nullptr;
+  uint64_t rows = 0, classes = 0, ops = 0, children = 0;
+};
+
 class EgraphSax : public Json::json_sax_t {
  public:
   EgraphSax(const std::string& name, const char* begin, uint64_t size, const LoadOptions& options,
-            LoadedEgraph* out)
-      : name_(name), begin_(begin), position_(begin), size_(size), options_(options), out_(out) {}
+            const Prior& prior, LoadedEgraph* out)
+      : name_(name), begin_(begin), position_(begin), size_(size), options_(options),
+        prior_(prior), out_(out) {}
 
   const char** position() { return &position_; }
   const std::string& error() const { return error_; }
@@ -314,14 +323,28 @@ class EgraphSax : public Json::json_sax_t {
       }
       node_defined_.push_back(0);
       row_of_node_.push_back(kMaxId);
+      // A node of an earlier file is defined already, at its row there.
+      if (prior_.graph) {
+        const auto known = prior_.graph->node_rows.find(name);
+        if (known != prior_.graph->node_rows.end()) {
+          node_defined_.back() = 1;
+          row_of_node_.back() = known->second;
+        }
+      }
     }
     return it->second;
   }
 
+  // A class of an earlier file keeps its id; a new one gets the next.
   uint32_t InternClass(const std::string& name) {
-    auto [it, inserted] = out_->class_ids.try_emplace(name, static_cast<uint32_t>(out_->class_names.size()));
+    if (prior_.graph) {
+      const auto known = prior_.graph->class_ids.find(name);
+      if (known != prior_.graph->class_ids.end()) return known->second;
+    }
+    const uint64_t next = prior_.classes + out_->class_names.size();
+    auto [it, inserted] = out_->class_ids.try_emplace(name, static_cast<uint32_t>(next));
     if (inserted) {
-      if (out_->class_names.size() >= kMaxId) {
+      if (next >= kMaxId) {
         Fail("more than 2^32 - 2 e-class ids", "split the e-graph.");
         return kMaxId;
       }
@@ -336,28 +359,34 @@ class EgraphSax : public Json::json_sax_t {
     if (!has_eclass_) return FailNode("no \"eclass\"");
     const uint32_t node = InternNode(node_name_);
     if (node == kMaxId) return false;
+    if (node_defined_[node] && row_of_node_[node] < prior_.rows) {
+      return Fail("node " + Quote(node_name_) + ": defined already by an earlier file",
+                  "give the nodes of each appended file new node ids (a step adds e-nodes; it "
+                  "cannot redefine one).");
+    }
     if (node_defined_[node]) return FailNode("defined twice");
-    const uint64_t row = out_->row_classes.size();
-    if (row >= kMaxId) {
+    const uint64_t local_row = out_->row_classes.size();
+    const uint64_t row = prior_.rows + local_row;
+    // Own classes are numbered like rows, after the classes before.
+    const bool own_overflow = options_.own_class_per_node && prior_.classes + local_row >= kMaxId;
+    if (row >= kMaxId || own_overflow) {
       return Fail("more than 2^32 - 2 e-nodes", "split the e-graph; vyre-cuda e-graphs hold at "
                                                  "most 2^32 - 1 rows.");
     }
-    if (child_nodes_.size() + children_.size() > kMaxId) {
+    if (prior_.children + child_nodes_.size() + children_.size() > kMaxId) {
       return Fail("more than 2^32 - 1 children in all",
                   "split the e-graph; child offsets are 32-bit.");
     }
     node_defined_[node] = 1;
     row_of_node_[node] = static_cast<uint32_t>(row);
     out_->node_names.push_back(node_name_);
-    uint32_t cls = static_cast<uint32_t>(row);
+    uint32_t cls = static_cast<uint32_t>(prior_.classes + local_row);
     if (!options_.own_class_per_node) {
       cls = InternClass(eclass_);
       if (cls == kMaxId) return false;
     }
     out_->row_classes.push_back(cls);
-    auto [op, op_new] = op_index_.try_emplace(op_, static_cast<uint32_t>(out_->op_names.size()));
-    if (op_new) out_->op_names.push_back(op_);
-    out_->row_ops.push_back(op->second);
+    out_->row_ops.push_back(InternOp());
     out_->child_offsets.push_back(static_cast<uint32_t>(child_nodes_.size()));
     out_->child_lengths.push_back(static_cast<uint32_t>(children_.size()));
     child_nodes_.insert(child_nodes_.end(), children_.begin(), children_.end());
@@ -371,11 +400,24 @@ class EgraphSax : public Json::json_sax_t {
     return true;
   }
 
+  // An op of an earlier file keeps its id; a new one gets the next.
+  uint32_t InternOp() {
+    if (prior_.graph) {
+      const auto known = prior_.graph->op_ids.find(op_);
+      if (known != prior_.graph->op_ids.end()) return known->second;
+    }
+    const uint64_t next = prior_.ops + out_->op_names.size();
+    auto [op, op_new] = op_index_.try_emplace(op_, static_cast<uint32_t>(next));
+    if (op_new) out_->op_names.push_back(op_);
+    return op->second;
+  }
+
   const std::string& name_;
   const char* begin_;
   const char* position_;
   uint64_t size_;
   const LoadOptions& options_;
+  const Prior& prior_;
   LoadedEgraph* out_;
   std::string error_;
 
@@ -436,63 +478,149 @@ ToolStatus ReadWholeFile(const std::string& path, const std::string& what, std::
   return ToolStatus::Ok();
 }
 
-ToolStatus LoadEgraphJsonText(const std::string& text, const std::string& name,
-                              const LoadOptions& options, LoadedEgraph* out) {
-  *out = LoadedEgraph();
-  out->bytes = text.size();
-  EgraphSax sax(name, text.data(), text.size(), options, out);
-  TrackedIterator first(text.data(), sax.position());
-  TrackedIterator last(text.data() + text.size(), sax.position());
+namespace {
+
+// Runs the parser over `text` into `out`: columns, names and classes, children
+// still node slots in the parser.
+ToolStatus RunSax(const std::string& text, const std::string& name, EgraphSax* sax) {
+  TrackedIterator first(text.data(), sax->position());
+  TrackedIterator last(text.data() + text.size(), sax->position());
   bool parsed = false;
   try {
-    parsed = Json::sax_parse(first, last, &sax);
+    parsed = Json::sax_parse(first, last, sax);
   } catch (const std::exception& e) {
     return ToolStatus::Error(name + ": cannot parse the JSON: " + e.what() +
                              ". Fix: pass egraph-serialize JSON.");
   }
-  if (!parsed || !sax.error().empty()) {
-    if (sax.error().empty()) {
+  if (!parsed || !sax->error().empty()) {
+    if (sax->error().empty()) {
       return ToolStatus::Error(name + ": cannot parse the JSON. Fix: pass egraph-serialize JSON.");
     }
-    return ToolStatus::Error(sax.error());
+    return ToolStatus::Error(sax->error());
   }
-  if (!sax.saw_nodes()) {
+  if (!sax->saw_nodes()) {
     return ToolStatus::Error(name + ": no \"nodes\" object at the top level. Fix: pass "
                                     "egraph-serialize JSON ({\"nodes\": {node id: {\"op\", "
                                     "\"children\", \"eclass\"}}}).");
   }
-  // Every node named as a child must be defined.
+  return ToolStatus::Ok();
+}
+
+// Every node named as a child must be defined (in the text, or before it).
+ToolStatus CheckChildrenDefined(const EgraphSax& sax, const std::string& name, const Prior& prior,
+                                const LoadedEgraph& out) {
   const std::vector<char>& defined = sax.node_defined();
   const std::vector<uint32_t>& child_nodes = sax.child_nodes();
-  for (uint64_t r = 0; r < out->rows(); ++r) {
-    for (uint32_t j = 0; j < out->child_lengths[r]; ++j) {
-      const uint32_t slot = child_nodes[out->child_offsets[r] + j];
-      if (!defined[slot]) {
-        return ToolStatus::Error(
-            name + ": node " + Quote(out->node_names[r]) + ": child " +
-            Quote(sax.SlotName(slot)) +
-            " names no node. Fix: every child must be a node id defined in \"nodes\" (was the "
-            "file cut or edited?).");
-      }
+  for (uint64_t r = 0; r < out.rows(); ++r) {
+    for (uint32_t j = 0; j < out.child_lengths[r]; ++j) {
+      const uint32_t slot = child_nodes[out.child_offsets[r] + j];
+      if (defined[slot]) continue;
+      return ToolStatus::Error(
+          name + ": node " + Quote(out.node_names[r]) + ": child " + Quote(sax.SlotName(slot)) +
+          " names no node. Fix: every child must be a node id defined in \"nodes\"" +
+          (prior.graph ? " of this file or of an earlier one (a step's children name nodes "
+                         "loaded before it or nodes of the step)."
+                       : " (was the file cut or edited?)."));
     }
   }
+  return ToolStatus::Ok();
+}
+
+// Parses `text` into `out` (empty but for `bytes`) against `prior`: rows,
+// classes and ops after prior's; children resolved to their node's e-class.
+ToolStatus ParseEgraph(const std::string& text, const std::string& name,
+                       const LoadOptions& options, const Prior& prior, LoadedEgraph* out) {
+  EgraphSax sax(name, text.data(), text.size(), options, prior, out);
+  ToolStatus st = RunSax(text, name, &sax);
+  if (st.ok()) st = CheckChildrenDefined(sax, name, prior, *out);
+  if (!st.ok()) return st;
+  const std::vector<uint32_t>& child_nodes = sax.child_nodes();
   const std::vector<uint32_t>& row_of_node = sax.row_of_node();
   out->children.resize(child_nodes.size());
   for (size_t i = 0; i < child_nodes.size(); ++i) {
-    const uint32_t row = row_of_node[child_nodes[i]];
-    out->children[i] = options.own_class_per_node ? row : out->row_classes[row];
+    const uint64_t row = row_of_node[child_nodes[i]];
+    out->children[i] = row < prior.rows ? prior.graph->row_classes[row]
+                                        : out->row_classes[row - prior.rows];
   }
   if (options.own_class_per_node) {
     out->class_names = out->node_names;
     out->class_ids.clear();
     out->class_ids.reserve(out->node_names.size());
     for (uint64_t r = 0; r < out->rows(); ++r) {
-      out->class_ids.emplace(out->node_names[r], static_cast<uint32_t>(r));
+      out->class_ids.emplace(out->node_names[r], static_cast<uint32_t>(prior.classes + r));
     }
   }
-  out->classes = out->class_names.size();
+  out->classes = prior.classes + out->class_names.size();
   if (options.progress) options.progress(text.size(), text.size());
   return ToolStatus::Ok();
+}
+
+// Builds graph->node_rows and op_ids where a load left them empty (or where
+// a caller changed the names since).
+void IndexNodesAndOps(LoadedEgraph* graph) {
+  if (graph->node_rows.size() != graph->node_names.size()) {
+    graph->node_rows.clear();
+    graph->node_rows.reserve(graph->node_names.size());
+    for (size_t r = 0; r < graph->node_names.size(); ++r) {
+      graph->node_rows.emplace(graph->node_names[r], static_cast<uint32_t>(r));
+    }
+  }
+  if (graph->op_ids.size() != graph->op_names.size()) {
+    graph->op_ids.clear();
+    for (size_t o = 0; o < graph->op_names.size(); ++o) {
+      graph->op_ids.emplace(graph->op_names[o], static_cast<uint32_t>(o));
+    }
+  }
+}
+
+template <typename T>
+void AppendAll(const std::vector<T>& from, std::vector<T>* to) {
+  to->insert(to->end(), from.begin(), from.end());
+}
+
+// Adds the parsed `delta` to `graph` (its maps too) and moves its columns into
+// `added`.
+void CommitAppend(LoadedEgraph&& delta, LoadedEgraph* graph, EgraphAppend* added) {
+  const uint64_t first_row = graph->rows();
+  const uint32_t child_base = static_cast<uint32_t>(graph->children.size());
+  for (size_t r = 0; r < delta.node_names.size(); ++r) {
+    graph->node_rows.emplace(delta.node_names[r], static_cast<uint32_t>(first_row + r));
+  }
+  for (size_t o = 0; o < delta.op_names.size(); ++o) {
+    graph->op_ids.emplace(delta.op_names[o], static_cast<uint32_t>(graph->op_names.size() + o));
+  }
+  // delta.class_ids holds the new classes only, by their ids in the graph.
+  graph->class_ids.insert(delta.class_ids.begin(), delta.class_ids.end());
+  AppendAll(delta.class_names, &graph->class_names);
+  AppendAll(delta.node_names, &graph->node_names);
+  AppendAll(delta.op_names, &graph->op_names);
+  AppendAll(delta.row_classes, &graph->row_classes);
+  AppendAll(delta.row_ops, &graph->row_ops);
+  AppendAll(delta.child_lengths, &graph->child_lengths);
+  AppendAll(delta.children, &graph->children);
+  for (uint32_t off : delta.child_offsets) graph->child_offsets.push_back(child_base + off);
+  *added = EgraphAppend();
+  added->first_row = first_row;
+  added->first_class = graph->classes;
+  added->bytes = delta.bytes;
+  graph->classes = delta.classes;
+  graph->bytes += delta.bytes;
+  added->classes = delta.classes;
+  added->row_classes = std::move(delta.row_classes);
+  added->row_ops = std::move(delta.row_ops);
+  added->child_offsets = std::move(delta.child_offsets);
+  added->child_lengths = std::move(delta.child_lengths);
+  added->children = std::move(delta.children);
+  added->op_names = std::move(delta.op_names);
+}
+
+}  // namespace
+
+ToolStatus LoadEgraphJsonText(const std::string& text, const std::string& name,
+                              const LoadOptions& options, LoadedEgraph* out) {
+  *out = LoadedEgraph();
+  out->bytes = text.size();
+  return ParseEgraph(text, name, options, Prior(), out);
 }
 
 ToolStatus LoadEgraphJsonFile(const std::string& path, const LoadOptions& options,
@@ -501,6 +629,32 @@ ToolStatus LoadEgraphJsonFile(const std::string& path, const LoadOptions& option
   ToolStatus st = ReadWholeFile(path, "the e-graph file", &text);
   if (!st.ok()) return st;
   return LoadEgraphJsonText(text, path, options, out);
+}
+
+ToolStatus AppendEgraphJsonText(const std::string& text, const std::string& name,
+                                const LoadOptions& options, LoadedEgraph* graph,
+                                EgraphAppend* added) {
+  IndexNodesAndOps(graph);
+  Prior prior;
+  prior.graph = graph;
+  prior.rows = graph->rows();
+  prior.classes = graph->classes;
+  prior.ops = graph->op_names.size();
+  prior.children = graph->children.size();
+  LoadedEgraph delta;
+  delta.bytes = text.size();
+  const ToolStatus st = ParseEgraph(text, name, options, prior, &delta);
+  if (!st.ok()) return st;
+  CommitAppend(std::move(delta), graph, added);
+  return ToolStatus::Ok();
+}
+
+ToolStatus AppendEgraphJsonFile(const std::string& path, const LoadOptions& options,
+                                LoadedEgraph* graph, EgraphAppend* added) {
+  std::string text;
+  ToolStatus st = ReadWholeFile(path, "the e-graph step file", &text);
+  if (!st.ok()) return st;
+  return AppendEgraphJsonText(text, path, options, graph, added);
 }
 
 ToolStatus ParseUnions(const std::string& text, const std::string& name, const LoadedEgraph& graph,

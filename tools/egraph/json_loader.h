@@ -11,6 +11,11 @@
 // "root_eclasses" entries; a class with no node is a class of its own). Ops are interned as whole strings, so leaf payloads
 // stay distinct ("1" and "2" are two ops). Unknown fields are ignored.
 //
+// A later file (a step of a growing e-graph) is read against everything loaded
+// before it (AppendEgraphJsonText): its node ids are new, its "eclass" ids name
+// known classes or new ones (numbered on from the classes before), and its
+// children name nodes of any earlier file or of itself.
+//
 // Also the union file (one union per line: two e-class ids as written in the
 // JSON) and the partition file ("<eclass id>\t<canonical eclass id>" per class).
 #ifndef VYRE_TOOLS_EGRAPH_JSON_LOADER_H_
@@ -33,8 +38,26 @@ struct LoadedEgraph : EgraphColumns {
   std::vector<std::string> node_names;
   // e-class id string -> class id.
   std::unordered_map<std::string, uint32_t> class_ids;
-  // Size of the JSON text.
+  // Size of the JSON text (of every file, after appends).
   uint64_t bytes = 0;
+  // node id -> row and op string -> op id: what an appended file is resolved
+  // against. Empty after a load, built by the first append and kept up to
+  // date by later ones, so that loads that never append do not pay for them.
+  std::unordered_map<std::string, uint32_t> node_rows;
+  std::unordered_map<std::string, uint32_t> op_ids;
+};
+
+// What one append added, in the form vyre_egraph_image_append takes: the new
+// rows only, child_offsets indexing this `children` from 0; row classes,
+// children and op ids are ids of the whole graph. `classes` is the graph's
+// class count after the append (every id is below it), `first_class` the count
+// before (new classes are [first_class, classes)); op_names holds the new ops.
+struct EgraphAppend : EgraphColumns {
+  uint64_t first_row = 0;
+  uint64_t first_class = 0;
+  // Size of the appended JSON text.
+  uint64_t bytes = 0;
+  uint64_t new_classes() const { return classes - first_class; }
 };
 
 struct LoadOptions {
@@ -56,6 +79,19 @@ ToolStatus LoadEgraphJsonFile(const std::string& path, const LoadOptions& option
 // The same from text in memory; `name` stands for the file in messages.
 ToolStatus LoadEgraphJsonText(const std::string& text, const std::string& name,
                               const LoadOptions& options, LoadedEgraph* out);
+
+// Reads `path` (or parses `text`, `name` standing for the file) as egraph-
+// serialize JSON whose nodes are appended to `graph`, and on success appends
+// them to `graph` (columns, names, maps) and describes them in `added`. A node
+// id that `graph` has already, or a child that names no node of `graph` or of
+// the text, is an error with a Fix. On error `graph` is unchanged and `added`
+// unspecified. options.own_class_per_node gives every new node a new class, as
+// at the load (use it only on a graph loaded with it).
+ToolStatus AppendEgraphJsonFile(const std::string& path, const LoadOptions& options,
+                                LoadedEgraph* graph, EgraphAppend* added);
+ToolStatus AppendEgraphJsonText(const std::string& text, const std::string& name,
+                                const LoadOptions& options, LoadedEgraph* graph,
+                                EgraphAppend* added);
 
 // Reads a union file: one union per line, two e-class ids of `graph` separated
 // by whitespace (blank lines are skipped). Appends two class ids per union to
