@@ -97,7 +97,7 @@ class EgraphImage {
   absl::Status CreateOnDevice(const vyre_egraph_image_desc& desc, const char* what);
   absl::Status AppendOnDevice(const vyre_egraph_append_desc& desc, const char* what);
   absl::Status ReadChangedOnDevice(uint32_t* pairs, uint64_t count, const char* what);
-  uint64_t index_bytes() const { return index_.bytes(); }
+  uint64_t index_bytes() const { return index_.bytes() + delta_.bytes(); }
   // Allocates slabs for `capacity` and points args_ at them; the old ones
   // (if any) are left to the caller to copy from and drop.
   absl::Status AllocateStorage(const EgraphCapacity& capacity, uint64_t table_slots,
@@ -110,8 +110,15 @@ class EgraphImage {
   // [first_row, rows), children from child_base) and waits for its verdict.
   absl::Status ValidateOnDevice(const VyreEgArgs& columns, VyreEgCounters* seen,
                                 const char* what);
-  // Builds the parent index over every row (after creation or an append).
+  // Builds the parent index over every row (the first rebuild, or after a
+  // column write), or adds the rows appended since (an append).
   absl::Status BuildIndex(const char* what);
+  absl::Status UpdateIndex(const char* what);
+  absl::Status EnsureIndexMemory(OwnedBytes* memory, EgraphCapacity* sized, CUdeviceptr* offsets,
+                                 CUdeviceptr* rows_of, const char* what);
+  // Enqueues the counting sort of rows [first_row, rows_) by child class.
+  absl::Status EnqueueIndexBuild(CUdeviceptr offsets, CUdeviceptr rows_of, uint64_t first_row,
+                                 CUdeviceptr sums, const char* what);
   // Sizes the pass's buckets and layout for the rows the image has now.
   absl::Status PreparePass(const char* what);
   absl::Status LoadKernels(const char* what);
@@ -174,6 +181,12 @@ class EgraphImage {
   OwnedBytes pass_scratch_;
   OwnedBytes index_;  // the parent index (offsets, rows, prefix-sum scratch)
   EgraphCapacity index_capacity_;
+  uint64_t index_rows_covered_ = 0;  // rows [0, this) are in index_
+  CUdeviceptr index_offsets_ = 0, index_rows_of_ = 0;
+  OwnedBytes delta_;  // the index of the rows appended since
+  EgraphCapacity delta_capacity_;
+  CUdeviceptr delta_offsets_ = 0, delta_rows_of_ = 0;
+  CUdeviceptr scan_sums_[2] = {0, 0};  // of index_ and of delta_
   uint64_t pass_pair_capacity_ = 0;
   uint64_t pass_list_bytes_ = 0;  // the pass's list and forms in pass_scratch_ (0: in the table's span)
   VyreEgArgs args_{};

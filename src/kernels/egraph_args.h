@@ -56,9 +56,13 @@ struct VyreEgArgs {
   // the caller read) and canonical children (child_count).
   vyre_eg_u64 parent, rep, canon;
   // The parent index: the rows that name class c as a child are
-  // index_rows[index_offsets[c] .. index_offsets[c + 1]) (classes + 1 and
-  // child_count entries); scan_sums is its prefix sum's per-block scratch.
-  vyre_eg_u64 index_offsets, index_rows, scan_sums;
+  // index_rows[index_offsets[c] .. index_offsets[c + 1]) for the rows the
+  // index was built over (its first index_classes classes), and the same in
+  // delta_rows / delta_offsets (every class) for the rows appended since
+  // (delta_offsets 0: none); scan_sums is the prefix sum's per-block
+  // scratch. The build kernels write index_offsets / index_rows for rows
+  // [first_row, rows).
+  vyre_eg_u64 index_offsets, index_rows, delta_offsets, delta_rows, scan_sums;
   // Classes whose canonical class changed in this rebuild: a bitset
   // (hooked_words u32) and their list (changed_count entries).
   vyre_eg_u64 changed_bits, changed_list;
@@ -115,6 +119,7 @@ struct VyreEgArgs {
   vyre_eg_u32 first_row, first_class, child_base, child_limit;
   // The prefix sum's entries (index_offsets: classes + 1).
   vyre_eg_u32 scan_count, scan_blocks;
+  vyre_eg_u32 index_classes, unused1;
 };
 
 // Nothing known: walk each class to its root.

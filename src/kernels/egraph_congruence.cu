@@ -412,7 +412,8 @@ extern "C" __global__ void vyre_eg_index_count(VyreEgArgs a) {
   const u32* lens = Ptr<const u32>(a.child_lengths);
   const u32* kids = Ptr<const u32>(a.children);
   u32* counts = Ptr<u32>(a.index_offsets);
-  ForEachInWarpSteps(a.rows, [&](u32 r) {
+  ForEachInWarpSteps(a.rows - a.first_row, [&](u32 i) {
+    const u32 r = a.first_row + i;
     const u32 off = offs[r];
     for (u32 i = 0, n = lens[r]; i < n; ++i) atomicAdd(counts + kids[off + i], 1u);
   });
@@ -424,7 +425,8 @@ extern "C" __global__ void vyre_eg_index_scatter(VyreEgArgs a) {
   const u32* kids = Ptr<const u32>(a.children);
   u32* ends = Ptr<u32>(a.index_offsets);
   u32* rows_of = Ptr<u32>(a.index_rows);
-  ForEachInWarpSteps(a.rows, [&](u32 r) {
+  ForEachInWarpSteps(a.rows - a.first_row, [&](u32 i) {
+    const u32 r = a.first_row + i;
     const u32 off = offs[r];
     for (u32 i = 0, n = lens[r]; i < n; ++i) rows_of[atomicSub(ends + kids[off + i], 1u) - 1u] = r;
   });
@@ -514,14 +516,18 @@ extern "C" __global__ void __launch_bounds__(kScanThreads) vyre_eg_scan_down(Vyr
 
 namespace {
 
-// The changed-class list gets x once per rebuild (its bit in changed_bits);
-// every lane of the warp must call it.
-__device__ __forceinline__ void NoteChanged(const VyreEgArgs& a, u32 x, bool changed) {
-  bool fresh = false;
-  if (changed) {
-    const u32 bit = 1u << (x & 31u);
-    fresh = (atomicOr(Ptr<u32>(a.changed_bits) + (x >> 5), bit) & bit) == 0u;
-  }
+// The changed-class list gets x once per rebuild (its bit in changed_bits).
+// Every lane of the warp must call it, with x = base + lane (base a
+// multiple of 32): the warp's classes are one bitset word, set with one
+// atomic.
+__device__ __forceinline__ void NoteChanged(const VyreEgArgs& a, u32 base, u32 x, bool changed) {
+  const u32 lane = threadIdx.x & 31u;
+  const u32 ballot = __ballot_sync(0xFFFFFFFFu, changed);
+  if (ballot == 0u) return;
+  u32 before = 0;
+  if (lane == 0) before = atomicOr(Ptr<u32>(a.changed_bits) + (base >> 5), ballot);
+  before = __shfl_sync(0xFFFFFFFFu, before, 0);
+  const bool fresh = changed && ((before >> lane) & 1u) == 0u;
   const u32 slot = WarpTake(&Counters(a)->changed_count, fresh);
   if (fresh) Ptr<u32>(a.changed_list)[slot] = x;
 }
@@ -610,19 +616,21 @@ __device__ void RefreshByScan(const VyreEgArgs& a, u32 table_round) {
       const u32 off = offs[r];
       const u32 len = lens[r];
       u32* c = canon + off;
-      // canon holds each child's class as of its row's last refresh, a
-      // root then; a linked one's new root is rep's (relink moved it).
-      for (u32 i = 0; i < len; ++i) {
-        const u32 old = c[i];
-        if ((hooked[old >> 5] >> (old & 31u)) & 1u) {
-          c[i] = rep[kids[off + i]];
-          dirty = true;
-        }
-      }
-      const u32 waiting = dirty_rows[r >> 5];  // appended rows
-      if (!dirty && ((waiting >> (r & 31u)) & 1u)) {
+      if ((dirty_rows[r >> 5] >> (r & 31u)) & 1u) {
+        // On the worklist already (appended, never refreshed: its canon
+        // holds nothing yet).
         for (u32 i = 0; i < len; ++i) c[i] = rep[kids[off + i]];
         dirty = true;
+      } else {
+        // canon holds each child's class as of its row's last refresh, a
+        // root then; a linked one's new root is rep's (relink moved it).
+        for (u32 i = 0; i < len; ++i) {
+          const u32 old = c[i];
+          if ((hooked[old >> 5] >> (old & 31u)) & 1u) {
+            c[i] = rep[old];
+            dirty = true;
+          }
+        }
       }
       if (dirty) {
         hash[r] = HashRow(ops[r], len, c, weak);
@@ -767,6 +775,8 @@ extern "C" __global__ void __launch_bounds__(kBlockThreads) vyre_eg_relink(VyreE
   const u32* hooked = HookedThisRound(a, counters->rounds);
   const u32* starts = Ptr<const u32>(a.index_offsets);
   const u32* rows_of = Ptr<const u32>(a.index_rows);
+  const u32* delta_starts = Ptr<const u32>(a.delta_offsets);
+  const u32* delta_rows = Ptr<const u32>(a.delta_rows);
   u32* dirty = Ptr<u32>(a.dirty_rows);
   const u32 lane = threadIdx.x & 31u;
   for (u32 base = GlobalIndex() - lane; base < a.classes; base += GridStride()) {
@@ -781,17 +791,26 @@ extern "C" __global__ void __launch_bounds__(kBlockThreads) vyre_eg_relink(VyreE
         member = true;
       }
     }
-    NoteChanged(a, x, member);
+    NoteChanged(a, base, x, member);
     if (scan) continue;  // the next refresh finds the rows (RefreshByScan)
     // The warp takes each member's rows in turn, so that a class many rows
     // name is spread over the lanes.
     for (u32 members = __ballot_sync(0xFFFFFFFFu, member); members != 0u;
          members &= members - 1u) {
       const u32 m = base + static_cast<u32>(__ffs(members) - 1);
-      const u32 end = starts[m + 1];
-      for (u32 k = starts[m] + lane; k < end; k += 32u) {
-        const u32 row = rows_of[k];
-        atomicOr(dirty + (row >> 5), 1u << (row & 31u));
+      if (m < a.index_classes) {
+        const u32 end = starts[m + 1];
+        for (u32 k = starts[m] + lane; k < end; k += 32u) {
+          const u32 row = rows_of[k];
+          atomicOr(dirty + (row >> 5), 1u << (row & 31u));
+        }
+      }
+      if (delta_starts != nullptr) {  // rows appended since the index was built
+        const u32 end = delta_starts[m + 1];
+        for (u32 k = delta_starts[m] + lane; k < end; k += 32u) {
+          const u32 row = delta_rows[k];
+          atomicOr(dirty + (row >> 5), 1u << (row & 31u));
+        }
       }
     }
   }
