@@ -34,8 +34,8 @@ bool CpuIncremental::RowEq::operator()(uint32_t a, uint32_t b) const {
                                  sizeof(uint32_t) * len) == 0;
 }
 
-CpuIncremental::CpuIncremental(const HostColumns& g, const uint32_t* parent,
-                               uint64_t formed_rows, unsigned threads, bool weak)
+CpuIncremental::CpuIncremental(const HostColumns& g, const uint32_t* parent, uint64_t formed_rows,
+                               unsigned threads, bool weak)
     : threads_(threads), weak_(weak) {
   // At least one shard per worker, so that every worker has a table to fill.
   const uint64_t shards = std::min<uint64_t>(
@@ -159,8 +159,7 @@ std::vector<CpuIncremental::Pair> CpuIncremental::Visit(const HostColumns& g,
   // Every stale form leaves the sets before any form is rewritten: an
   // element's stored form must never change while the element is in a set.
   ByShard(
-      workers, rows,
-      [&](uint32_t r) { return r < formed_rows_ ? ShardOf(hashes_[r]) : kNoClass; },
+      workers, rows, [&](uint32_t r) { return r < formed_rows_ ? ShardOf(hashes_[r]) : kNoClass; },
       [&](uint32_t s, uint32_t r) { sets_[s].erase(r); });
   workers.Run([&](unsigned t) {
     const uint64_t end = PartBegin(rows.n, t + 1, workers.count());

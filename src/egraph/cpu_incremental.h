@@ -136,7 +136,7 @@ class CpuIncremental {
   std::vector<uint32_t> forms_;   // per child slot: its canonical class at the row's last visit
   std::vector<uint64_t> hashes_;  // per row: FormHash of its stored form
   FormView view_;
-  std::vector<FormSet> sets_;     // the hash-cons, in shards by hash
+  std::vector<FormSet> sets_;  // the hash-cons, in shards by hash
 
   // Parent index: first_use_[class] -> a child slot naming it, next_use_[slot]
   // -> the next such slot; use_row_[slot] -> the slot's row. kNoClass ends.
@@ -144,11 +144,11 @@ class CpuIncremental {
   // next_member_[x]: the next class of x's set (a cycle through the set).
   std::vector<uint32_t> next_member_;
 
-  std::vector<uint32_t> pending_;   // rows a round limit left to visit
-  std::vector<Pair> seed_;          // pairs the indexing found (none from a fixpoint)
-  std::vector<uint32_t> linked_;    // roots linked by the last Link
-  std::vector<uint32_t> touched_;   // classes whose canonical class changed this call
-  std::vector<uint32_t> mark_;      // per row: the epoch that listed it
+  std::vector<uint32_t> pending_;  // rows a round limit left to visit
+  std::vector<Pair> seed_;         // pairs the indexing found (none from a fixpoint)
+  std::vector<uint32_t> linked_;   // roots linked by the last Link
+  std::vector<uint32_t> touched_;  // classes whose canonical class changed this call
+  std::vector<uint32_t> mark_;     // per row: the epoch that listed it
   uint32_t epoch_ = 0;
   // Scratch of ByShard ([worker][shard] rows) and Visit ([shard] pairs).
   std::vector<std::vector<std::vector<uint32_t>>> buckets_;

@@ -147,7 +147,8 @@ absl::StatusOr<EgraphScratchLayout> LayOutScratch(const EgraphCapacity& capacity
                   Place(&cursor, sizeof(VyreEgCounters), &l.counters) &&
                   Place(&cursor, l.class_words * 2 * 4, &l.hooked) &&
                   Place(&cursor, l.class_words * 4, &l.changed_bits) &&
-                  Place(&cursor, std::max<uint64_t>(capacity.classes, 1) * 4, &l.changed_list);
+                  Place(&cursor, std::max<uint64_t>(capacity.classes, 1) * 4, &l.changed_list) &&
+                  Place(&cursor, std::max<uint64_t>(capacity.classes, 1) * 4, &l.member_list);
   if (!ok) return LayoutOverflow(what);
   l.bytes = cursor;
   return l;
@@ -224,6 +225,7 @@ absl::Status EgraphImage::LoadKernels(const char* what) {
       {&kernels_.scan_top, "vyre_eg_scan_top"},
       {&kernels_.scan_down, "vyre_eg_scan_down"},
       {&kernels_.gather_changed, "vyre_eg_gather_changed"},
+      {&kernels_.mark_parents, "vyre_eg_mark_parents"},
   };
   for (const auto& e : entries) {
     VYRE_CU(what, cuModuleGetFunction, e.slot, module_->get(), e.name);
@@ -337,6 +339,7 @@ void EgraphImage::PointArgs() {
   args_.hooked = scratch + scratch_layout_.hooked;
   args_.changed_bits = scratch + scratch_layout_.changed_bits;
   args_.changed_list = scratch + scratch_layout_.changed_list;
+  args_.member_list = scratch + scratch_layout_.member_list;
   args_.table_mask = static_cast<uint32_t>(scratch_layout_.table_slots - 1);
   args_.rows = static_cast<uint32_t>(rows_);
   args_.classes = static_cast<uint32_t>(classes_);

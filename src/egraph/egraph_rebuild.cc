@@ -127,6 +127,7 @@ absl::Status EgraphRebuild::EnqueueRounds(uint32_t rounds, const char* what) {
     VYRE_RETURN_IF_ERROR(im.Launch(im.kernels_.refresh, im.rows_, a, what));
     VYRE_RETURN_IF_ERROR(im.Launch(im.kernels_.insert, im.rows_, a, what));
     VYRE_RETURN_IF_ERROR(im.Launch(im.kernels_.relink, im.classes_, a, what));
+    VYRE_RETURN_IF_ERROR(im.Launch(im.kernels_.mark_parents, im.classes_, a, what));
     VYRE_RETURN_IF_ERROR(im.Launch(im.kernels_.round_end, 1, a, what));
   }
   // The counters come back with the batch, read once it completes.
@@ -211,10 +212,13 @@ absl::Status EgraphRebuild::EnqueueUnions(const vyre_egraph_rebuild_desc& desc, 
     VYRE_RETURN_IF_ERROR(im.Launch(im.kernels_.settle, im.classes_, im.args_, what));
   }
   VYRE_RETURN_IF_ERROR(im.Launch(im.kernels_.relink, im.classes_, with_unions, what));
-  // Round 1 counts its own links.
+  VYRE_RETURN_IF_ERROR(im.Launch(im.kernels_.mark_parents, im.classes_, with_unions, what));
+  // Round 1 counts its own links and members.
   VYRE_CU(what, cuMemsetD32Async, im.args_.counters + offsetof(VyreEgCounters, linked), 0, 1,
           stream);
-  ctx.telemetry().memset_operations.Add();
+  VYRE_CU(what, cuMemsetD32Async, im.args_.counters + offsetof(VyreEgCounters, members), 0, 1,
+          stream);
+  ctx.telemetry().memset_operations.Add(2);
   return absl::OkStatus();
 }
 

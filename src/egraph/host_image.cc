@@ -120,8 +120,16 @@ void HostImage::Append(const vyre_egraph_append_desc& d) {
 vyre_egraph_rebuild_result HostImage::Rebuild(const vyre_egraph_rebuild_desc& desc) {
   const bool reset = (desc.flags & VYRE_EGRAPH_REBUILD_RESET) != 0;
   const bool weak = (desc.flags & VYRE_EGRAPH_REBUILD_COLLIDING_HASH) != 0;
-  if (!reset && PrepareIncremental(weak)) return RebuildIncremental(desc);
-  return RebuildFull(desc);
+  try {
+    if (!reset && PrepareIncremental(weak)) return RebuildIncremental(desc);
+    return RebuildFull(desc);
+  } catch (...) {
+    // Out of memory part way (the C ABI reports it): parent_ is still a
+    // forest with parent[x] <= x, which a full rebuild starts from.
+    incremental_.reset();
+    closed_ = false;
+    throw;
+  }
 }
 
 bool HostImage::PrepareIncremental(bool weak) {

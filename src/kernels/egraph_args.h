@@ -44,7 +44,7 @@ struct VyreEgCounters {
   // against the linked roots, instead of relink marking them through the
   // parent index (random stores per parent row).
   vyre_eg_u32 scan_rows;
-  vyre_eg_u32 reserved;
+  vyre_eg_u32 members;         // entries of the round's member list (relink -> mark_parents)
 };
 
 struct VyreEgArgs {
@@ -64,8 +64,10 @@ struct VyreEgArgs {
   // [first_row, rows).
   vyre_eg_u64 index_offsets, index_rows, delta_offsets, delta_rows, scan_sums;
   // Classes whose canonical class changed in this rebuild: a bitset
-  // (hooked_words u32) and their list (changed_count entries).
-  vyre_eg_u64 changed_bits, changed_list;
+  // (hooked_words u32) and their list (changed_count entries); and the
+  // classes relink moved this round (members entries), whose parent rows
+  // mark_parents puts on the next round's worklist.
+  vyre_eg_u64 changed_bits, changed_list, member_list;
   // Scratch: row hashes (rows entries), the dirty-row bitset ((rows + 31) /
   // 32 words), the table (table_mask + 1 u64 entries: hash, table round,
   // row), the row records (rows x 16 bytes: op, arity, child offset, class;

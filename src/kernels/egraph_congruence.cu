@@ -758,11 +758,11 @@ extern "C" __global__ void __launch_bounds__(kBlockThreads) vyre_eg_insert(VyreE
 
 // End of a round's merges (or of the unions): every class whose canonical
 // class (rep) is a root linked this round gets its new root, in rep and in
-// parent, joins the changed-class list, and puts the rows that name it as a
-// child (the parent index) on the next round's worklist. Roots are read,
-// never written, so the result is the root whatever other threads write
-// meanwhile. A class that is no member of a linked root keeps parent == rep:
-// path halving only writes entries whose parent is no longer a root.
+// parent, joins the changed-class list and the round's member list (whose
+// parent rows mark_parents puts on the next round's worklist). Roots are
+// read, never written, so the result is the root whatever other threads
+// write meanwhile. A class that is no member of a linked root keeps parent
+// == rep: path halving only writes entries whose parent is no longer a root.
 extern "C" __global__ void __launch_bounds__(kBlockThreads) vyre_eg_relink(VyreEgArgs a) {
   if (Done(a)) return;
   VyreEgCounters* counters = Counters(a);
@@ -773,11 +773,7 @@ extern "C" __global__ void __launch_bounds__(kBlockThreads) vyre_eg_relink(VyreE
   u32* parent = Ptr<u32>(a.parent);
   u32* rep = Ptr<u32>(a.rep);
   const u32* hooked = HookedThisRound(a, counters->rounds);
-  const u32* starts = Ptr<const u32>(a.index_offsets);
-  const u32* rows_of = Ptr<const u32>(a.index_rows);
-  const u32* delta_starts = Ptr<const u32>(a.delta_offsets);
-  const u32* delta_rows = Ptr<const u32>(a.delta_rows);
-  u32* dirty = Ptr<u32>(a.dirty_rows);
+  u32* member_list = Ptr<u32>(a.member_list);
   const u32 lane = threadIdx.x & 31u;
   for (u32 base = GlobalIndex() - lane; base < a.classes; base += GridStride()) {
     const u32 x = base + lane;
@@ -792,26 +788,75 @@ extern "C" __global__ void __launch_bounds__(kBlockThreads) vyre_eg_relink(VyreE
       }
     }
     NoteChanged(a, base, x, member);
-    if (scan) continue;  // the next refresh finds the rows (RefreshByScan)
-    // The warp takes each member's rows in turn, so that a class many rows
-    // name is spread over the lanes.
-    for (u32 members = __ballot_sync(0xFFFFFFFFu, member); members != 0u;
-         members &= members - 1u) {
-      const u32 m = base + static_cast<u32>(__ffs(members) - 1);
+    // The moved classes' parent rows go on the next round's worklist
+    // (mark_parents, in parallel over the list), unless the next refresh
+    // scans every row anyway.
+    const u32 slot = WarpTake(&counters->members, member && !scan);
+    if (member && !scan) member_list[slot] = x;
+  }
+}
+
+namespace {
+
+// Marks the rows of index range [begin, end) on the worklist, the whole
+// warp striding over it (every lane must call it with the same range).
+__device__ __forceinline__ void MarkRangeByWarp(const u32* rows_of, u32 begin, u32 end,
+                                                u32* dirty) {
+  for (u32 k = begin + (threadIdx.x & 31u); k < end; k += 32u) {
+    const u32 row = rows_of[k];
+    atomicOr(dirty + (row >> 5), 1u << (row & 31u));
+  }
+}
+
+}  // namespace
+
+// The rows that name a class relink moved this round (the parent index,
+// and its delta of appended rows) join the next round's worklist. A lane
+// takes one class; a class named by more than 32 rows is taken by the
+// whole warp, so one popular class does not hold a lane for long.
+extern "C" __global__ void __launch_bounds__(kBlockThreads) vyre_eg_mark_parents(VyreEgArgs a) {
+  if (Done(a)) return;
+  const VyreEgCounters* counters = Counters(a);
+  if (counters->scan_rows != 0) return;
+  const u32 n = counters->members;
+  const u32* list = Ptr<const u32>(a.member_list);
+  const u32* starts = Ptr<const u32>(a.index_offsets);
+  const u32* rows_of = Ptr<const u32>(a.index_rows);
+  const u32* delta_starts = Ptr<const u32>(a.delta_offsets);
+  const u32* delta_rows = Ptr<const u32>(a.delta_rows);
+  u32* dirty = Ptr<u32>(a.dirty_rows);
+  const u32 lane = threadIdx.x & 31u;
+  for (u32 base = GlobalIndex() - lane; base < n; base += GridStride()) {
+    const u32 i = base + lane;
+    u32 b0 = 0, e0 = 0, b1 = 0, e1 = 0;
+    if (i < n) {
+      const u32 m = list[i];
       if (m < a.index_classes) {
-        const u32 end = starts[m + 1];
-        for (u32 k = starts[m] + lane; k < end; k += 32u) {
-          const u32 row = rows_of[k];
-          atomicOr(dirty + (row >> 5), 1u << (row & 31u));
-        }
+        b0 = starts[m];
+        e0 = starts[m + 1];
       }
-      if (delta_starts != nullptr) {  // rows appended since the index was built
-        const u32 end = delta_starts[m + 1];
-        for (u32 k = delta_starts[m] + lane; k < end; k += 32u) {
-          const u32 row = delta_rows[k];
-          atomicOr(dirty + (row >> 5), 1u << (row & 31u));
-        }
+      if (delta_starts != nullptr) {
+        b1 = delta_starts[m];
+        e1 = delta_starts[m + 1];
       }
+    }
+    const bool wide = (e0 - b0) + (e1 - b1) > 32u;
+    if (!wide) {
+      for (u32 k = b0; k < e0; ++k) {
+        const u32 row = rows_of[k];
+        atomicOr(dirty + (row >> 5), 1u << (row & 31u));
+      }
+      for (u32 k = b1; k < e1; ++k) {
+        const u32 row = delta_rows[k];
+        atomicOr(dirty + (row >> 5), 1u << (row & 31u));
+      }
+    }
+    for (u32 wides = __ballot_sync(0xFFFFFFFFu, wide); wides != 0u; wides &= wides - 1u) {
+      const int src = __ffs(wides) - 1;
+      MarkRangeByWarp(rows_of, __shfl_sync(0xFFFFFFFFu, b0, src), __shfl_sync(0xFFFFFFFFu, e0, src),
+                      dirty);
+      MarkRangeByWarp(delta_rows, __shfl_sync(0xFFFFFFFFu, b1, src),
+                      __shfl_sync(0xFFFFFFFFu, e1, src), dirty);
     }
   }
 }
@@ -842,6 +887,7 @@ extern "C" __global__ void vyre_eg_round_end(VyreEgArgs a) {
   c->visits_round = 0;
   c->linked = 0;
   c->overflow = 0;
+  c->members = 0;
   if (c->max_rounds != 0 && c->rounds >= c->max_rounds) c->done = 1;
   __threadfence_system();
 }

@@ -241,11 +241,20 @@ void RunSteps(const EgraphColumns& g, const std::vector<uint64_t>& cuts, uint32_
   EXPECT_TRUE(twin.RebuildBoth(RandomUnions(rng, twin.classes(), unions))) << name << " base";
   for (size_t i = 0; i < cuts.size(); ++i) {
     const uint64_t end = i + 1 < cuts.size() ? cuts[i + 1] : g.rows();
+    vyre_egraph_image_info before = VYRE_EGRAPH_IMAGE_INFO_INIT, after = before;
+    ASSERT_VYRE_OK(vyre_egraph_image_info_get(twin.gpu(), &before));
     twin.Append(SliceOf(g, cuts[i], end, twin.classes()));
+    ASSERT_VYRE_OK(vyre_egraph_image_info_get(twin.gpu(), &after));
     vyre_egraph_rebuild_result r{};
     EXPECT_TRUE(twin.RebuildBoth(RandomUnions(rng, twin.classes(), unions), &r))
         << name << " step " << i + 1;
-    EXPECT_EQ(r.full_rounds, 0u) << name << " step " << i + 1 << ": the rebuild was not incremental";
+    // Within the row capacity the table stays; a growth of it may replace
+    // the table (past two slots a row), and then one full round rebuilds it.
+    if (after.row_capacity == before.row_capacity) {
+      EXPECT_EQ(r.full_rounds, 0u) << name << " step " << i + 1 << ": not incremental";
+    } else {
+      EXPECT_LE(r.full_rounds, 1u) << name << " step " << i + 1;
+    }
     EXPECT_GE(r.rows_visited, end - cuts[i]) << name << ": the new rows are visited";
   }
 }
