@@ -67,26 +67,6 @@ absl::Status LayoutOverflow(const char* what) {
                 what);
 }
 
-// Sorts `count` (key, value) u32 pairs by key: two 16-bit counting passes
-// (a comparison sort of 100 k pairs took 5 ms of a changed-class read).
-void SortPairsByFirst(uint32_t* pairs, uint64_t count) {
-  std::vector<uint64_t> from(count), to(count);
-  for (uint64_t i = 0; i < count; ++i) {
-    from[i] = uint64_t{pairs[2 * i]} << 32 | pairs[2 * i + 1];
-  }
-  for (int shift = 32; shift < 64; shift += 16) {
-    std::vector<uint64_t> starts(65537, 0);
-    for (uint64_t v : from) ++starts[((v >> shift) & 0xFFFF) + 1];
-    for (size_t b = 1; b < starts.size(); ++b) starts[b] += starts[b - 1];
-    for (uint64_t v : from) to[starts[(v >> shift) & 0xFFFF]++] = v;
-    from.swap(to);
-  }
-  for (uint64_t i = 0; i < count; ++i) {
-    pairs[2 * i] = static_cast<uint32_t>(from[i] >> 32);
-    pairs[2 * i + 1] = static_cast<uint32_t>(from[i]);
-  }
-}
-
 const char* ColumnName(uint32_t column) {
   switch (column) {
     case VYRE_EGRAPH_COLUMN_ROW_CLASSES: return "ROW_CLASSES";
@@ -147,8 +127,7 @@ absl::StatusOr<EgraphScratchLayout> LayOutScratch(const EgraphCapacity& capacity
                   Place(&cursor, sizeof(VyreEgCounters), &l.counters) &&
                   Place(&cursor, l.class_words * 2 * 4, &l.hooked) &&
                   Place(&cursor, l.class_words * 4, &l.changed_bits) &&
-                  Place(&cursor, std::max<uint64_t>(capacity.classes, 1) * 4, &l.changed_list) &&
-                  Place(&cursor, std::max<uint64_t>(capacity.classes, 1) * 4, &l.member_list);
+                  Place(&cursor, l.class_words * 4, &l.member_bits);
   if (!ok) return LayoutOverflow(what);
   l.bytes = cursor;
   return l;
@@ -224,7 +203,8 @@ absl::Status EgraphImage::LoadKernels(const char* what) {
       {&kernels_.scan_reduce, "vyre_eg_scan_reduce"},
       {&kernels_.scan_top, "vyre_eg_scan_top"},
       {&kernels_.scan_down, "vyre_eg_scan_down"},
-      {&kernels_.gather_changed, "vyre_eg_gather_changed"},
+      {&kernels_.changed_words, "vyre_eg_changed_words"},
+      {&kernels_.changed_emit, "vyre_eg_changed_emit"},
       {&kernels_.mark_parents, "vyre_eg_mark_parents"},
   };
   for (const auto& e : entries) {
@@ -314,7 +294,9 @@ absl::Status EgraphImage::AllocateStorage(const EgraphCapacity& capacity, uint64
           scratch_layout->class_words * 2, ctx.stream());
   VYRE_CU(what, cuMemsetD32Async, base + scratch_layout->changed_bits, 0,
           scratch_layout->class_words, ctx.stream());
-  ctx.telemetry().memset_operations.Add(3);
+  VYRE_CU(what, cuMemsetD32Async, base + scratch_layout->member_bits, 0,
+          scratch_layout->class_words, ctx.stream());
+  ctx.telemetry().memset_operations.Add(4);
   return absl::OkStatus();
 }
 
@@ -338,8 +320,7 @@ void EgraphImage::PointArgs() {
   args_.counters = scratch + scratch_layout_.counters;
   args_.hooked = scratch + scratch_layout_.hooked;
   args_.changed_bits = scratch + scratch_layout_.changed_bits;
-  args_.changed_list = scratch + scratch_layout_.changed_list;
-  args_.member_list = scratch + scratch_layout_.member_list;
+  args_.member_bits = scratch + scratch_layout_.member_bits;
   args_.table_mask = static_cast<uint32_t>(scratch_layout_.table_slots - 1);
   args_.rows = static_cast<uint32_t>(rows_);
   args_.classes = static_cast<uint32_t>(classes_);
@@ -470,8 +451,8 @@ absl::Status EgraphImage::Grow(const EgraphCapacity& capacity, const char* what)
     records_stale_ = true;
   }
   if (changed_count_ > 0) {  // the last rebuild's changed classes stay readable
-    VYRE_CU(what, cuMemcpyDtoDAsync, scratch.device() + scratch_layout.changed_list,
-            scratch_.device() + scratch_layout_.changed_list, changed_count_ * 4, stream);
+    VYRE_CU(what, cuMemcpyDtoDAsync, scratch.device() + scratch_layout.changed_bits,
+            scratch_.device() + scratch_layout_.changed_bits, (classes_ + 31) / 32 * 4, stream);
   }
   ctx.telemetry().sync_points.Add();
   VYRE_CU(what, cuStreamSynchronize, stream);  // the old slabs are read until here
@@ -673,20 +654,36 @@ absl::Status EgraphImage::ReadChangedOnDevice(uint32_t* pairs, uint64_t count, c
   Context& ctx = *context_;
   driver::ScopedContext bind(ctx.cu());
   VYRE_RETURN_IF_ERROR(bind.status(what));
-  VYRE_ASSIGN_OR_RETURN(PoolBlock block, ctx.device_pool().Acquire(count * 8, what));
-  VyreEgArgs gather = args_;
-  gather.pairs_out = block.device();
-  gather.union_count = static_cast<uint32_t>(count);
-  VYRE_RETURN_IF_ERROR(Launch(kernels_.gather_changed, count, gather, what));
-  VYRE_CU(what, cuMemcpyDtoHAsync, pairs, block.device(), count * 8, ctx.stream());
+  // The changed-class bitset compacted in class order: each word's count,
+  // their prefix sum, then each word's pairs from its start.
+  const uint64_t words = (classes_ + 31) / 32;
+  const uint64_t blocks = (words + kScanTile - 1) / kScanTile;
+  uint64_t cursor = 0, at_counts = 0, at_sums = 0, at_pairs = 0;
+  Place(&cursor, words * 4, &at_counts);
+  Place(&cursor, blocks * 4, &at_sums);
+  Place(&cursor, count * 8, &at_pairs);
+  VYRE_ASSIGN_OR_RETURN(PoolBlock block, ctx.device_pool().Acquire(cursor, what));
+  VyreEgArgs read = args_;
+  read.index_offsets = block.device() + at_counts;
+  read.scan_sums = block.device() + at_sums;
+  read.pairs_out = block.device() + at_pairs;
+  read.scan_count = static_cast<uint32_t>(words);
+  read.scan_blocks = static_cast<uint32_t>(blocks);
+  VYRE_RETURN_IF_ERROR(Launch(kernels_.changed_words, words, read, what));
+  VYRE_RETURN_IF_ERROR(
+      LaunchShaped(kernels_.scan_reduce, read.scan_blocks, kScanThreads, 0, what, &read));
+  VYRE_RETURN_IF_ERROR(LaunchShaped(kernels_.scan_top, 1, 1024, 0, what, &read));
+  VYRE_RETURN_IF_ERROR(
+      LaunchShaped(kernels_.scan_down, read.scan_blocks, kScanThreads, 0, what, &read));
+  VYRE_RETURN_IF_ERROR(Launch(kernels_.changed_emit, words, read, what));
+  VYRE_CU(what, cuMemcpyDtoHAsync, pairs, read.pairs_out, count * 8, ctx.stream());
   ctx.telemetry().d2h_operations.Add();
   ctx.telemetry().d2h_bytes.Add(count * 8);
   ctx.telemetry().sync_points.Add();
   VYRE_CU(what, cuStreamSynchronize, ctx.stream());
-  // The device lists classes in the order it met them: sort for one answer.
-  SortPairsByFirst(pairs, count);
   return absl::OkStatus();
 }
+
 
 EgraphImage::~EgraphImage() {
   if (!context_) return;

@@ -45,11 +45,10 @@ struct EgraphLayout {
 // growth of the rows: see Grow), then, sized by capacity, row hashes, the
 // worklist bitset ("dirty rows"), the row records, the table round each
 // row's form last changed in, the counter block, the two linked-root
-// bitsets, the changed-class bitset, the changed-class list and the round's
-// member list.
+// bitsets, the changed-class bitset and the round's member bitset.
 struct EgraphScratchLayout {
   uint64_t table = 0, hash = 0, dirty_rows = 0, records = 0, changed_in = 0, counters = 0;
-  uint64_t hooked = 0, changed_bits = 0, changed_list = 0, member_list = 0;
+  uint64_t hooked = 0, changed_bits = 0, member_bits = 0;
   uint64_t table_slots = 0, class_words = 0;
   uint64_t bytes = 0;
 };
@@ -203,7 +202,7 @@ class EgraphImage {
     CUfunction validate = nullptr, rebase_offsets = nullptr, mark_rows = nullptr;
     CUfunction index_count = nullptr, index_scatter = nullptr;
     CUfunction scan_reduce = nullptr, scan_top = nullptr, scan_down = nullptr;
-    CUfunction gather_changed = nullptr, mark_parents = nullptr;
+    CUfunction changed_words = nullptr, changed_emit = nullptr, mark_parents = nullptr;
   } kernels_;
   // The bucketed pass's shape for this image's rows (see congruence.cu):
   // buckets and their shared-memory table, and the partition's one or two

@@ -213,12 +213,10 @@ absl::Status EgraphRebuild::EnqueueUnions(const vyre_egraph_rebuild_desc& desc, 
   }
   VYRE_RETURN_IF_ERROR(im.Launch(im.kernels_.relink, im.classes_, with_unions, what));
   VYRE_RETURN_IF_ERROR(im.Launch(im.kernels_.mark_parents, im.classes_, with_unions, what));
-  // Round 1 counts its own links and members.
+  // Round 1 counts its own links.
   VYRE_CU(what, cuMemsetD32Async, im.args_.counters + offsetof(VyreEgCounters, linked), 0, 1,
           stream);
-  VYRE_CU(what, cuMemsetD32Async, im.args_.counters + offsetof(VyreEgCounters, members), 0, 1,
-          stream);
-  ctx.telemetry().memset_operations.Add(2);
+  ctx.telemetry().memset_operations.Add();
   return absl::OkStatus();
 }
 

@@ -32,7 +32,7 @@ struct VyreEgCounters {
   vyre_eg_u32 pair_slots;      // bucketed pass: the pair set's slots in use
   vyre_eg_u32 visits_round;    // rows the round's insert visited
   vyre_eg_u32 linked;          // roots linked this round (or by the unions): relink has work
-  vyre_eg_u32 changed_count;   // entries of the changed-class list
+  vyre_eg_u32 changed_count;   // classes whose canonical class this rebuild changed
   // Validation of uploaded columns (create, append): the first bad index of
   // each check, 0xFFFFFFFF when none.
   vyre_eg_u32 bad_row_class;
@@ -44,7 +44,7 @@ struct VyreEgCounters {
   // against the linked roots, instead of relink marking them through the
   // parent index (random stores per parent row).
   vyre_eg_u32 scan_rows;
-  vyre_eg_u32 members;         // entries of the round's member list (relink -> mark_parents)
+  vyre_eg_u32 reserved;
 };
 
 struct VyreEgArgs {
@@ -63,11 +63,13 @@ struct VyreEgArgs {
   // scratch. The build kernels write index_offsets / index_rows for rows
   // [first_row, rows).
   vyre_eg_u64 index_offsets, index_rows, delta_offsets, delta_rows, scan_sums;
-  // Classes whose canonical class changed in this rebuild: a bitset
-  // (hooked_words u32) and their list (changed_count entries); and the
-  // classes relink moved this round (members entries), whose parent rows
-  // mark_parents puts on the next round's worklist.
-  vyre_eg_u64 changed_bits, changed_list, member_list;
+  // Classes whose canonical class changed in this rebuild, and the classes
+  // relink moved this round (whose parent rows mark_parents puts on the
+  // next round's worklist): bitsets of hooked_words u32. A warp of relink
+  // owns one word of each (its 32 classes), so it writes them without
+  // atomics, and nothing counts on one address per warp (512 k atomics on
+  // one counter took 0.46 ms of a round on an H100).
+  vyre_eg_u64 changed_bits, member_bits;
   // Scratch: row hashes (rows entries), the dirty-row bitset ((rows + 31) /
   // 32 words), the table (table_mask + 1 u64 entries: hash, table round,
   // row), the row records (rows x 16 bytes: op, arity, child offset, class;

@@ -278,20 +278,21 @@ __device__ __forceinline__ u32 WarpTake(u32* cursor, bool take) {
 
 constexpr u32 kBlockThreads = 256;
 
-// Calls body(row) for every row whose bit is set in `bits` (rows entries),
-// a warp per 32 words (1024 rows) at a time: the set bits are dealt out to
-// the lanes, 32 rows a step, so every lane works while the rows stay close
-// together. With `clear`, each non-zero word is zeroed once read (the
-// bitset is this round's worklist and the next round's is built afresh).
+// Deals the set bits of `bits` (n bits) out to the lanes: a warp takes 32
+// words (1024 bits) at a time and hands their set bits out 32 a step, so
+// every lane works while the bits stay close together. Every lane of the
+// warp calls body(index, valid) at each step (valid false for a lane left
+// without a bit), so the body may use warp collectives. With `clear`, each
+// non-zero word is zeroed once read (a worklist consumed by this kernel).
 template <typename Body>
-__device__ __forceinline__ void ForEachSetRow(u32* bits, u32 rows, bool clear, Body&& body) {
+__device__ __forceinline__ void ForEachSetBit(const u32* bits, u32 n, Body&& body,
+                                              u32* clear = nullptr) {
   const u32 lane = threadIdx.x & 31u;
-  const u32 words = (rows + 31u) / 32u;
+  const u32 words = (n + 31u) / 32u;
   for (u32 first = (GlobalIndex() >> 5) * 32u; first < words; first += GridStride()) {
     const u32 word = first + lane < words ? bits[first + lane] : 0u;
-    if (clear && word != 0u) bits[first + lane] = 0u;
-    const u32 count = __popc(word);
-    u32 inclusive = count;  // set bits in this lane's word and the ones before
+    if (clear != nullptr && word != 0u) clear[first + lane] = 0u;
+    u32 inclusive = __popc(word);  // set bits in this lane's word and the ones before
     for (int offset = 1; offset < 32; offset <<= 1) {
       const u32 before = __shfl_up_sync(0xFFFFFFFFu, inclusive, offset);
       if (lane >= static_cast<u32>(offset)) inclusive += before;
@@ -312,12 +313,25 @@ __device__ __forceinline__ void ForEachSetRow(u32* bits, u32 rows, bool clear, B
       }
       u32 bits_of = __shfl_sync(0xFFFFFFFFu, word, lo);
       const u32 skip = j - (__shfl_sync(0xFFFFFFFFu, inclusive, lo) - __popc(bits_of));
+      u32 index = 0;
       if (j < total) {
         for (u32 t = 0; t < skip; ++t) bits_of &= bits_of - 1u;
-        body((first + lo) * 32u + static_cast<u32>(__ffs(bits_of) - 1));
+        index = (first + lo) * 32u + static_cast<u32>(__ffs(bits_of) - 1);
       }
+      body(index, j < total);
     }
   }
+}
+
+// body(row) for every row whose bit is set in `bits` (see ForEachSetBit).
+template <typename Body>
+__device__ __forceinline__ void ForEachSetRow(u32* bits, u32 rows, bool clear, Body&& body) {
+  ForEachSetBit(
+      bits, rows,
+      [&](u32 row, bool valid) {
+        if (valid) body(row);
+      },
+      clear ? bits : nullptr);
 }
 
 }  // namespace
@@ -513,26 +527,6 @@ extern "C" __global__ void __launch_bounds__(kScanThreads) vyre_eg_scan_down(Vyr
     if (begin + k < a.scan_count) v[begin + k] = items[k] + before;
   }
 }
-
-namespace {
-
-// The changed-class list gets x once per rebuild (its bit in changed_bits).
-// Every lane of the warp must call it, with x = base + lane (base a
-// multiple of 32): the warp's classes are one bitset word, set with one
-// atomic.
-__device__ __forceinline__ void NoteChanged(const VyreEgArgs& a, u32 base, u32 x, bool changed) {
-  const u32 lane = threadIdx.x & 31u;
-  const u32 ballot = __ballot_sync(0xFFFFFFFFu, changed);
-  if (ballot == 0u) return;
-  u32 before = 0;
-  if (lane == 0) before = atomicOr(Ptr<u32>(a.changed_bits) + (base >> 5), ballot);
-  before = __shfl_sync(0xFFFFFFFFu, before, 0);
-  const bool fresh = changed && ((before >> lane) & 1u) == 0u;
-  const u32 slot = WarpTake(&Counters(a)->changed_count, fresh);
-  if (fresh) Ptr<u32>(a.changed_list)[slot] = x;
-}
-
-}  // namespace
 
 // --- Union-find ------------------------------------------------------------
 
@@ -756,46 +750,6 @@ extern "C" __global__ void __launch_bounds__(kBlockThreads) vyre_eg_insert(VyreE
   AddPerWarp(&counters->visits_round, visits);
 }
 
-// End of a round's merges (or of the unions): every class whose canonical
-// class (rep) is a root linked this round gets its new root, in rep and in
-// parent, joins the changed-class list and the round's member list (whose
-// parent rows mark_parents puts on the next round's worklist). Roots are
-// read, never written, so the result is the root whatever other threads
-// write meanwhile. A class that is no member of a linked root keeps parent
-// == rep: path halving only writes entries whose parent is no longer a root.
-extern "C" __global__ void __launch_bounds__(kBlockThreads) vyre_eg_relink(VyreEgArgs a) {
-  if (Done(a)) return;
-  VyreEgCounters* counters = Counters(a);
-  const u32 linked = counters->linked;
-  const bool scan = linked > a.rows / kIndexMarkShare;
-  if (GlobalIndex() == 0) counters->scan_rows = scan ? 1u : 0u;  // read by the next refresh
-  if (linked == 0) return;
-  u32* parent = Ptr<u32>(a.parent);
-  u32* rep = Ptr<u32>(a.rep);
-  const u32* hooked = HookedThisRound(a, counters->rounds);
-  u32* member_list = Ptr<u32>(a.member_list);
-  const u32 lane = threadIdx.x & 31u;
-  for (u32 base = GlobalIndex() - lane; base < a.classes; base += GridStride()) {
-    const u32 x = base + lane;
-    bool member = false;
-    if (x < a.classes) {
-      const u32 p = rep[x];
-      if ((hooked[p >> 5] >> (p & 31u)) & 1u) {
-        const u32 root = Root(parent, p);
-        parent[x] = root;
-        rep[x] = root;
-        member = true;
-      }
-    }
-    NoteChanged(a, base, x, member);
-    // The moved classes' parent rows go on the next round's worklist
-    // (mark_parents, in parallel over the list), unless the next refresh
-    // scans every row anyway.
-    const u32 slot = WarpTake(&counters->members, member && !scan);
-    if (member && !scan) member_list[slot] = x;
-  }
-}
-
 namespace {
 
 // Marks the rows of index range [begin, end) on the worklist, the whole
@@ -810,27 +764,73 @@ __device__ __forceinline__ void MarkRangeByWarp(const u32* rows_of, u32 begin, u
 
 }  // namespace
 
+// End of a round's merges (or of the unions): every class whose canonical
+// class (rep) is a root linked this round gets its new root, in rep and in
+// parent, and joins the changed classes and the round's members (whose
+// parent rows mark_parents puts on the next round's worklist). Roots are
+// read, never written, so the result is the root whatever other threads
+// write meanwhile. A class that is no member of a linked root keeps parent
+// == rep: path halving only writes entries whose parent is no longer a root.
+extern "C" __global__ void __launch_bounds__(kBlockThreads) vyre_eg_relink(VyreEgArgs a) {
+  if (Done(a)) return;
+  VyreEgCounters* counters = Counters(a);
+  const u32 linked = counters->linked;
+  const bool scan = linked > a.rows / kIndexMarkShare;
+  if (GlobalIndex() == 0) counters->scan_rows = scan ? 1u : 0u;  // read by the next refresh
+  if (linked == 0) return;  // mark_parents returns too
+  u32* parent = Ptr<u32>(a.parent);
+  u32* rep = Ptr<u32>(a.rep);
+  const u32* hooked = HookedThisRound(a, counters->rounds);
+  u32* changed_bits = Ptr<u32>(a.changed_bits);
+  u32* member_bits = Ptr<u32>(a.member_bits);
+  const u32 lane = threadIdx.x & 31u;
+  u32 fresh = 0;  // classes this warp lists as changed for the first time this rebuild
+  for (u32 base = GlobalIndex() - lane; base < a.classes; base += GridStride()) {
+    const u32 x = base + lane;
+    bool member = false;
+    if (x < a.classes) {
+      const u32 p = rep[x];
+      if ((hooked[p >> 5] >> (p & 31u)) & 1u) {
+        const u32 root = Root(parent, p);
+        parent[x] = root;
+        rep[x] = root;
+        member = true;
+      }
+    }
+    // The warp's 32 classes are one word of each bitset (base is a multiple
+    // of 32): lane 0 writes them whole. Every member word is rewritten each
+    // round, so mark_parents never reads a stale one.
+    const u32 members = __ballot_sync(0xFFFFFFFFu, member);
+    if (lane == 0 && x < a.classes) {
+      if (!scan) member_bits[base >> 5] = members;
+      if (members != 0u) {
+        const u32 before = changed_bits[base >> 5];
+        changed_bits[base >> 5] = before | members;
+        fresh += __popc(members & ~before);
+      }
+    }
+  }
+  AddPerWarp(&counters->changed_count, fresh);
+}
+
 // The rows that name a class relink moved this round (the parent index,
-// and its delta of appended rows) join the next round's worklist. A lane
-// takes one class; a class named by more than 32 rows is taken by the
-// whole warp, so one popular class does not hold a lane for long.
+// and its delta of appended rows) join the next round's worklist. The
+// member bitset's classes are dealt to the lanes as ForEachSetRow does; a
+// class named by more than 32 rows is taken by the whole warp, so one
+// popular class does not hold a lane for long.
 extern "C" __global__ void __launch_bounds__(kBlockThreads) vyre_eg_mark_parents(VyreEgArgs a) {
   if (Done(a)) return;
   const VyreEgCounters* counters = Counters(a);
-  if (counters->scan_rows != 0) return;
-  const u32 n = counters->members;
-  const u32* list = Ptr<const u32>(a.member_list);
+  if (counters->scan_rows != 0 || counters->linked == 0) return;
+  const u32* member_bits = Ptr<const u32>(a.member_bits);
   const u32* starts = Ptr<const u32>(a.index_offsets);
   const u32* rows_of = Ptr<const u32>(a.index_rows);
   const u32* delta_starts = Ptr<const u32>(a.delta_offsets);
   const u32* delta_rows = Ptr<const u32>(a.delta_rows);
   u32* dirty = Ptr<u32>(a.dirty_rows);
-  const u32 lane = threadIdx.x & 31u;
-  for (u32 base = GlobalIndex() - lane; base < n; base += GridStride()) {
-    const u32 i = base + lane;
+  ForEachSetBit(member_bits, a.classes, [&](u32 m, bool valid) {
     u32 b0 = 0, e0 = 0, b1 = 0, e1 = 0;
-    if (i < n) {
-      const u32 m = list[i];
+    if (valid) {
       if (m < a.index_classes) {
         b0 = starts[m];
         e0 = starts[m + 1];
@@ -858,7 +858,7 @@ extern "C" __global__ void __launch_bounds__(kBlockThreads) vyre_eg_mark_parents
       MarkRangeByWarp(delta_rows, __shfl_sync(0xFFFFFFFFu, b1, src),
                       __shfl_sync(0xFFFFFFFFu, e1, src), dirty);
     }
-  }
+  });
 }
 
 // One thread: closes the round and decides the next.
@@ -887,20 +887,34 @@ extern "C" __global__ void vyre_eg_round_end(VyreEgArgs a) {
   c->visits_round = 0;
   c->linked = 0;
   c->overflow = 0;
-  c->members = 0;
   if (c->max_rounds != 0 && c->rounds >= c->max_rounds) c->done = 1;
   __threadfence_system();
 }
 
-// The first union_count changed classes (the host's count: the counters
-// may have served a pass since) as (class, canonical class) pairs, into
-// pairs_out.
-extern "C" __global__ void vyre_eg_gather_changed(VyreEgArgs a) {
-  const u32* list = Ptr<const u32>(a.changed_list);
+// The changed classes, in class order, as (class, canonical class) pairs
+// into pairs_out: changed_words counts each word's bits into
+// index_offsets[w] (scan_count words), the prefix sum makes them ends, and
+// changed_emit writes each word's pairs from its start.
+extern "C" __global__ void vyre_eg_changed_words(VyreEgArgs a) {
+  const u32* bits = Ptr<const u32>(a.changed_bits);
+  u32* counts = Ptr<u32>(a.index_offsets);
+  for (u32 w = GlobalIndex(); w < a.scan_count; w += GridStride()) counts[w] = __popc(bits[w]);
+}
+
+extern "C" __global__ void vyre_eg_changed_emit(VyreEgArgs a) {
+  const u32* bits = Ptr<const u32>(a.changed_bits);
+  const u32* ends = Ptr<const u32>(a.index_offsets);
   const u32* rep = Ptr<const u32>(a.rep);
   uint2* out = Ptr<uint2>(a.pairs_out);
-  const u32 n = a.union_count;
-  for (u32 i = GlobalIndex(); i < n; i += GridStride()) out[i] = make_uint2(list[i], rep[list[i]]);
+  for (u32 w = GlobalIndex(); w < a.scan_count; w += GridStride()) {
+    u32 word = bits[w];
+    u32 at = ends[w] - __popc(word);
+    while (word != 0u) {
+      const u32 x = w * 32u + static_cast<u32>(__ffs(word) - 1);
+      word &= word - 1u;
+      out[at++] = make_uint2(x, rep[x]);
+    }
+  }
 }
 
 // Pass: each row finds (or founds) its group without merging; each group
