@@ -798,16 +798,14 @@ extern "C" __global__ void __launch_bounds__(kBlockThreads) vyre_eg_relink(VyreE
       }
     }
     // The warp's 32 classes are one word of each bitset (base is a multiple
-    // of 32): lane 0 writes them whole. Every member word is rewritten each
-    // round, so mark_parents never reads a stale one.
+    // of 32): lane 0 writes them whole. mark_parents empties the member
+    // words it reads, so only words with members are written here.
     const u32 members = __ballot_sync(0xFFFFFFFFu, member);
-    if (lane == 0 && x < a.classes) {
+    if (lane == 0 && members != 0u) {
       if (!scan) member_bits[base >> 5] = members;
-      if (members != 0u) {
-        const u32 before = changed_bits[base >> 5];
-        changed_bits[base >> 5] = before | members;
-        fresh += __popc(members & ~before);
-      }
+      const u32 before = changed_bits[base >> 5];
+      changed_bits[base >> 5] = before | members;
+      fresh += __popc(members & ~before);
     }
   }
   AddPerWarp(&counters->changed_count, fresh);
@@ -822,7 +820,7 @@ extern "C" __global__ void __launch_bounds__(kBlockThreads) vyre_eg_mark_parents
   if (Done(a)) return;
   const VyreEgCounters* counters = Counters(a);
   if (counters->scan_rows != 0 || counters->linked == 0) return;
-  const u32* member_bits = Ptr<const u32>(a.member_bits);
+  u32* member_bits = Ptr<u32>(a.member_bits);
   const u32* starts = Ptr<const u32>(a.index_offsets);
   const u32* rows_of = Ptr<const u32>(a.index_rows);
   const u32* delta_starts = Ptr<const u32>(a.delta_offsets);
@@ -858,7 +856,7 @@ extern "C" __global__ void __launch_bounds__(kBlockThreads) vyre_eg_mark_parents
       MarkRangeByWarp(delta_rows, __shfl_sync(0xFFFFFFFFu, b1, src),
                       __shfl_sync(0xFFFFFFFFu, e1, src), dirty);
     }
-  });
+  }, /*clear=*/member_bits);
 }
 
 // One thread: closes the round and decides the next.
