@@ -17,9 +17,11 @@
 
 #include <algorithm>
 #include <array>
+#include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <initializer_list>
 #include <map>
@@ -469,11 +471,38 @@ TEST_F(EgraphApiTest, GpuImageWithZeroForgedOrWrongTypeContext) {
   EXPECT_EQ(image.bits, 0u);
 }
 
+// Version 1 of the structs that grew with appends (the capacities, the
+// changed count): callers built against it still work.
+constexpr size_t kImageDescV1 = offsetof(vyre_egraph_image_desc, row_capacity);
+constexpr size_t kImageInfoV1 = offsetof(vyre_egraph_image_info, row_capacity);
+constexpr size_t kRebuildResultV1 = offsetof(vyre_egraph_rebuild_result, changed_class_count);
+
+// `value`'s first `size` bytes with struct_size = size, the rest of the
+// struct filled with `fill` (what a version-1 caller's memory may hold there).
+template <typename T>
+T VersionOne(const T& value, size_t size, uint8_t fill) {
+  T out;
+  std::memset(&out, fill, sizeof(out));
+  std::memcpy(&out, &value, size);
+  out.struct_size = static_cast<uint32_t>(size);
+  return out;
+}
+
+// Whether bytes [from, sizeof(T)) of `value` are all `fill`.
+template <typename T>
+bool BytesFromAre(const T& value, size_t from, uint8_t fill) {
+  const auto* bytes = reinterpret_cast<const uint8_t*>(&value);
+  for (size_t i = from; i < sizeof(T); ++i) {
+    if (bytes[i] != fill) return false;
+  }
+  return true;
+}
+
 TEST_F(EgraphApiTest, ImageDescStructSize) {
   Graph g = Small();
   const vyre_egraph_image_desc desc = g.Desc();
   vyre_egraph_image image{};
-  for (uint32_t size : TooSmallSizes<vyre_egraph_image_desc>()) {
+  for (uint32_t size : TooSmallSizes<vyre_egraph_image_desc>(kImageDescV1)) {
     vyre_egraph_image_desc small = WithStructSize(desc, size);
     EXPECT_EG_ERROR(vyre_egraph_image_create(&small, &image), VYRE_STATUS_UNSUPPORTED_STRUCT_SIZE,
                     kCreate, "vyre_egraph_image_desc")
@@ -486,6 +515,16 @@ TEST_F(EgraphApiTest, ImageDescStructSize) {
   ScopedImage ok;
   EXPECT_VYRE_OK(vyre_egraph_image_create(zero_tail.get(), ok.out()));
   EXPECT_NE(ok.get().bits, 0u);
+  // Version 1 exactly: accepted, and the capacities past it are never read
+  // (0xFF there would ask for 2^64 - 1 rows).
+  const vyre_egraph_image_desc v1 = VersionOne(desc, kImageDescV1, 0xFF);
+  ScopedImage old_caller;
+  ASSERT_VYRE_OK(vyre_egraph_image_create(&v1, old_caller.out()));
+  const vyre_egraph_image_info info = Info(old_caller.get());
+  EXPECT_EQ(info.row_count, g.rows());
+  EXPECT_EQ(info.row_capacity, g.rows()) << "a version-1 desc reserves nothing more";
+  EXPECT_EQ(info.class_capacity, g.classes);
+  EXPECT_EQ(info.child_capacity, g.children.size());
 }
 
 TEST_F(EgraphApiTest, RebuildDescStructSize) {
@@ -529,7 +568,7 @@ TEST_F(EgraphApiTest, RebuildResultStructSize) {
   ScopedImage image;
   ASSERT_VYRE_OK(vyre_egraph_image_create(&idesc, image.out()));
   const vyre_egraph_rebuild_result init = VYRE_EGRAPH_REBUILD_RESULT_INIT;
-  for (uint32_t size : TooSmallSizes<vyre_egraph_rebuild_result>()) {
+  for (uint32_t size : TooSmallSizes<vyre_egraph_rebuild_result>(kRebuildResultV1)) {
     vyre_egraph_rebuild_result small = WithStructSize(init, size);
     EXPECT_EG_ERROR(vyre_egraph_rebuild(image.get(), nullptr, &small),
                     VYRE_STATUS_UNSUPPORTED_STRUCT_SIZE, kRebuild, "vyre_egraph_rebuild_result")
@@ -564,6 +603,33 @@ TEST_F(EgraphApiTest, RebuildResultStructSize) {
   EXPECT_VYRE_OK(vyre_pending_release(pending));
   EXPECT_TRUE(async_larger.TailIsAll(0xCD));
   EXPECT_EQ(async_larger.get()->rounds, 1u);
+
+  // Version 1 exactly (out and result_out, synchronous and asynchronous):
+  // accepted, and only its bytes are written.
+  const uint32_t unions[] = {0, 1};
+  vyre_egraph_rebuild_desc merging = VYRE_EGRAPH_REBUILD_DESC_INIT;
+  merging.unions = unions;
+  merging.union_count = 1;
+  merging.flags = VYRE_EGRAPH_REBUILD_RESET;
+  vyre_egraph_rebuild_result v1 = VersionOne(init, kRebuildResultV1, 0xCD);
+  ASSERT_VYRE_OK(vyre_egraph_rebuild(image.get(), &merging, &v1));
+  EXPECT_EQ(v1.struct_size, kRebuildResultV1);
+  EXPECT_EQ(v1.union_merges, 1u);
+  EXPECT_EQ(v1.merges, 1u) << "x = y makes f(x) = f(y)";
+  EXPECT_EQ(v1.classes_after, g.classes - 2);
+  EXPECT_TRUE(BytesFromAre(v1, kRebuildResultV1, 0xCD)) << "written past version 1";
+  vyre_egraph_rebuild_result v1_out = VersionOne(init, kRebuildResultV1, 0xCD);
+  merging.result_out = &v1_out;
+  ASSERT_VYRE_OK(vyre_egraph_rebuild(image.get(), &merging, nullptr));
+  EXPECT_EQ(v1_out.union_merges, 1u);
+  EXPECT_TRUE(BytesFromAre(v1_out, kRebuildResultV1, 0xCD));
+  vyre_egraph_rebuild_result v1_async = VersionOne(init, kRebuildResultV1, 0xCD);
+  merging.result_out = &v1_async;
+  ASSERT_VYRE_OK(vyre_egraph_rebuild_async(image.get(), &merging, &pending));
+  EXPECT_VYRE_OK(vyre_pending_wait(pending, VYRE_WAIT_FOREVER));
+  EXPECT_VYRE_OK(vyre_pending_release(pending));
+  EXPECT_EQ(v1_async.union_merges, 1u);
+  EXPECT_TRUE(BytesFromAre(v1_async, kRebuildResultV1, 0xCD));
 }
 
 // A synchronous rebuild whose desc.result_out is too small must be refused
@@ -593,7 +659,7 @@ TEST_F(EgraphApiTest, ImageInfoStructSize) {
   ScopedImage image;
   ASSERT_VYRE_OK(vyre_egraph_image_create(&idesc, image.out()));
   const vyre_egraph_image_info init = VYRE_EGRAPH_IMAGE_INFO_INIT;
-  for (uint32_t size : TooSmallSizes<vyre_egraph_image_info>()) {
+  for (uint32_t size : TooSmallSizes<vyre_egraph_image_info>(kImageInfoV1)) {
     vyre_egraph_image_info small = WithStructSize(init, size);
     EXPECT_EG_ERROR(vyre_egraph_image_info_get(image.get(), &small),
                     VYRE_STATUS_UNSUPPORTED_STRUCT_SIZE, kInfo, "vyre_egraph_image_info")
@@ -607,6 +673,13 @@ TEST_F(EgraphApiTest, ImageInfoStructSize) {
   EXPECT_TRUE(larger.TailIsAll(0xCD));
   EXPECT_EQ(larger.get()->struct_size, sizeof(vyre_egraph_image_info) + 40);
   EXPECT_EQ(larger.get()->row_count, g.rows());
+  // Version 1 exactly: accepted, and only its bytes are written.
+  vyre_egraph_image_info v1 = VersionOne(init, kImageInfoV1, 0xCD);
+  ASSERT_VYRE_OK(vyre_egraph_image_info_get(image.get(), &v1));
+  EXPECT_EQ(v1.struct_size, kImageInfoV1);
+  EXPECT_EQ(v1.row_count, g.rows());
+  EXPECT_EQ(v1.canonical_class_count, g.classes);
+  EXPECT_TRUE(BytesFromAre(v1, kImageInfoV1, 0xCD)) << "written past version 1";
 }
 
 TEST_F(EgraphApiTest, NullColumnsWithNonZeroCounts) {
@@ -1357,7 +1430,9 @@ TEST_P(EgraphCpuResultsTest, CycleAndPropagation) {
   EXPECT_EQ(r.rounds, 3u);
   EXPECT_EQ(r.classes_before, 5u);
   EXPECT_EQ(r.classes_after, 2u);
-  EXPECT_GE(r.rows_visited, g.rows());
+  // Incremental: f(y) (its child 1 moved), then g(2) (2 merged), then none.
+  EXPECT_EQ(r.rows_visited, 2u) << Describe(r);
+  EXPECT_EQ(r.full_rounds, 0u);
   EXPECT_TRUE(SameCanonical(canonical, {0, 0, 0, 3, 3}));
   EXPECT_TRUE(SameCanonical(Canonical(image.get(), 5), canonical));
   EXPECT_EQ(Info(image.get()).canonical_class_count, 2u);
@@ -1949,13 +2024,25 @@ TEST_F(EgraphFakeGpuTest, BadColumnsAreRefusedBeforeTheDevice) {
       {"child_count", [](vyre_egraph_image_desc* d) { d->child_count = uint64_t{1} << 32; },
        VYRE_STATUS_LIMIT_EXCEEDED},
   };
+  // Values (class ids, child ranges) are checked on the device once they
+  // land: those refusals upload and then free everything; the shape's are
+  // refused before any device work.
+  const std::set<std::string> checked_on_device = {"class id", "child id", "overlap",
+                                                   "past end"};
   for (const Case& c : cases) {
+    baseline_ = FakeCuda::Stats();
     vyre_egraph_image_desc desc = GpuDesc(g);
     c.edit(&desc);
     vyre_egraph_image image{};
     EXPECT_EG_ERROR(vyre_egraph_image_create(&desc, &image), c.expected, kCreate) << c.name;
     EXPECT_EQ(image.bits, 0u);
-    ExpectNoDeviceWork(c.name);
+    if (checked_on_device.count(c.name) != 0) {
+      const fake_cuda_stats now = FakeCuda::Stats();
+      EXPECT_EQ(now.device_allocations_live, baseline_.device_allocations_live) << c.name;
+      EXPECT_EQ(now.device_bytes_live, baseline_.device_bytes_live) << c.name;
+    } else {
+      ExpectNoDeviceWork(c.name);
+    }
   }
   // The struct_size check too.
   vyre_egraph_image_desc desc = WithStructSize(GpuDesc(g), 8);

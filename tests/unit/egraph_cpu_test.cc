@@ -1,7 +1,8 @@
 // White-box tests of the CPU congruence closure (src/egraph/cpu_reference):
 // hand-made graphs with known closures, then a brute-force fixpoint as the
 // oracle on hundreds of random graphs, for one and many threads and the weak
-// (colliding) hash.
+// (colliding) hash; and of the incremental rebuild's state
+// (src/egraph/cpu_incremental) against them.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -12,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "egraph/cpu_incremental.h"
 #include "egraph/cpu_reference.h"
 
 namespace vyre::egraph {
@@ -565,6 +567,107 @@ TEST(EgraphCpuTest, ThreadCountsAgreeOnALayeredGraph) {
     EXPECT_EQ(weak.stats.rounds, strong.stats.rounds);
   }
   EXPECT_EQ(Oracle(small, {}).canonical, strong.canonical);
+}
+
+// ---------------------------------------------------------------------------
+// The incremental rebuild's state (cpu_incremental.h)
+// ---------------------------------------------------------------------------
+
+using Changed = std::vector<std::pair<uint32_t, uint32_t>>;
+
+Changed Diff(const std::vector<uint32_t>& before, const std::vector<uint32_t>& after) {
+  Changed diff;
+  for (uint32_t x = 0; x < after.size(); ++x) {
+    if (before[x] != after[x]) diff.emplace_back(x, after[x]);
+  }
+  return diff;
+}
+
+std::vector<uint32_t> FlatUnions(const std::vector<std::pair<uint32_t, uint32_t>>& unions) {
+  std::vector<uint32_t> flat;
+  for (const auto& u : unions) {
+    flat.push_back(u.first);
+    flat.push_back(u.second);
+  }
+  return flat;
+}
+
+// With no row indexed (formed_rows 0), the first rebuild visits every row in
+// round 1 and then the rows naming a changed class: CpuRebuild's rounds,
+// merges and visits exactly, for any thread count and either hash.
+TEST(EgraphCpuIncrementalTest, UnformedRowsRebuildLikeCpuRebuild) {
+  for (uint64_t seed = 1; seed <= 300; ++seed) {
+    const RandomCase c = MakeRandom(seed);
+    for (unsigned threads : {1u, 3u}) {
+      for (bool weak : {false, true}) {
+        SCOPED_TRACE("seed " + std::to_string(seed) + " threads " + std::to_string(threads) +
+                     " weak " + std::to_string(weak));
+        const Result full = Rebuild(c.graph, c.unions, threads, weak);
+        std::vector<uint32_t> parent = Identity(c.graph.classes);
+        CpuIncremental state(c.graph.Columns(), parent.data(), 0, threads, weak);
+        const std::vector<uint32_t> unions = FlatUnions(c.unions);
+        Changed changed;
+        const CpuIncrementalStats stats = state.Rebuild(
+            c.graph.Columns(), parent.data(), unions.data(), c.unions.size(), 0, &changed);
+        ASSERT_EQ(parent, full.canonical);
+        EXPECT_EQ(stats.rounds, full.stats.rounds);
+        EXPECT_EQ(stats.merges, full.stats.merges);
+        EXPECT_EQ(stats.rows_visited, full.stats.rows_visited);
+        EXPECT_TRUE(stats.fixpoint);
+        EXPECT_EQ(changed, Diff(Identity(c.graph.classes), parent));
+      }
+    }
+  }
+}
+
+// Indexed from a state that is no fixpoint (the unions alone), the pairs the
+// indexing finds are merged by the first rebuild: still the fixpoint.
+TEST(EgraphCpuIncrementalTest, IndexedAwayFromAFixpointStillCloses) {
+  for (uint64_t seed = 1; seed <= 300; ++seed) {
+    const RandomCase c = MakeRandom(seed);
+    const Result expected = Oracle(c.graph, c.unions);
+    for (unsigned threads : {1u, 3u}) {
+      SCOPED_TRACE("seed " + std::to_string(seed) + " threads " + std::to_string(threads));
+      std::vector<uint32_t> parent = Identity(c.graph.classes);
+      for (const auto& u : c.unions) Union(parent.data(), u.first, u.second);
+      Compress(parent.data(), c.graph.classes);
+      const std::vector<uint32_t> start = parent;
+      CpuIncremental state(c.graph.Columns(), parent.data(), c.graph.rows(), threads, false);
+      Changed changed;
+      const CpuIncrementalStats stats =
+          state.Rebuild(c.graph.Columns(), parent.data(), nullptr, 0, 0, &changed);
+      ASSERT_EQ(parent, expected.canonical);
+      EXPECT_TRUE(stats.fixpoint);
+      EXPECT_EQ(changed, Diff(start, parent));
+      // Closed now: nothing to visit, nothing changes.
+      const CpuIncrementalStats again =
+          state.Rebuild(c.graph.Columns(), parent.data(), nullptr, 0, 0, &changed);
+      EXPECT_EQ(again.rounds, 1u);
+      EXPECT_EQ(again.rows_visited, 0u);
+      EXPECT_TRUE(changed.empty());
+    }
+  }
+}
+
+// A layered graph big enough for several workers: the same answers, visits
+// included, as CpuRebuild.
+TEST(EgraphCpuIncrementalTest, ManyWorkersOnALayeredGraph) {
+  const uint32_t layers = 7;
+  const Graph g = LayeredGraph(42, layers, 6000, 4);
+  const Result one = Rebuild(g, {}, 1);
+  for (unsigned threads : {1u, 2u, 8u}) {
+    std::vector<uint32_t> parent = Identity(g.classes);
+    CpuIncremental state(g.Columns(), parent.data(), 0, threads, false);
+    Changed changed;
+    const CpuIncrementalStats stats =
+        state.Rebuild(g.Columns(), parent.data(), nullptr, 0, 0, &changed);
+    EXPECT_EQ(parent, one.canonical) << threads;
+    EXPECT_EQ(stats.rounds, one.stats.rounds) << threads;
+    EXPECT_EQ(stats.merges, one.stats.merges) << threads;
+    EXPECT_EQ(stats.rows_visited, one.stats.rows_visited) << threads;
+    EXPECT_EQ(changed, Diff(Identity(g.classes), parent)) << threads;
+    EXPECT_GT(state.bytes(), g.rows() * 8) << "forms, hashes and the index are counted";
+  }
 }
 
 }  // namespace
