@@ -1131,9 +1131,10 @@ typedef struct vyre_egraph_rebuild_result {
   uint64_t classes_before;
   uint64_t classes_after;
   /** Row visits over all rounds. A full round (the first rebuild of an
-   *  image, VYRE_EGRAPH_REBUILD_RESET, or after a pass or a column write)
-   *  visits every row; an incremental round only the rows appended since the
-   *  last rebuild and the rows with a child whose class was merged. */
+   *  image, VYRE_EGRAPH_REBUILD_RESET, after a column write, and on a GPU
+   *  image after a pass, which reuses the group table's memory) visits every
+   *  row; an incremental round only the rows appended since the last
+   *  rebuild and the rows with a child whose class was merged. */
   uint64_t rows_visited;
   /** Device time of the rebuild (VYRE_EGRAPH_REBUILD_DEVICE_TIMING), and
    *  host time from the call to the end of the wait. */

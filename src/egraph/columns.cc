@@ -110,8 +110,8 @@ absl::Status CheckAppendShape(const vyre_egraph_append_desc& d, uint64_t rows, u
   // Each count is below 2^62 when it passes, so the sums cannot wrap.
   if (d.row_count > kMaxRows || rows + d.row_count > kMaxRows) {
     return Errorf(VYRE_STATUS_LIMIT_EXCEEDED,
-                  "%s: %u rows after %u appended rows are more than an image holds (2^30). Fix: "
-                  "split the e-graph, or rebuild it in parts.",
+                  "%s: the image's %u rows and %u appended ones are more than an image holds "
+                  "(2^30). Fix: split the e-graph, or rebuild it in parts.",
                   what, rows, d.row_count);
   }
   if (d.class_count > UINT32_MAX || classes + d.class_count > UINT32_MAX) {
