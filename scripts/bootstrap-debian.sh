@@ -9,6 +9,8 @@ set -euo pipefail
 # abigail-tools: abidiff for the abi.abidiff test (scripts/abi-baseline.sh).
 # dpkg-dev: dpkg-source, which unpacks Debian's Abseil source for the
 # self-contained library (scripts/fetch-abseil-source.sh).
+# python3-dev: Python.h, for the Python binding's compiled fast path
+# (vyre_cuda._fast, bindings/python/src/_fast.c) in the test build and the wheel.
 # python3-numpy: the Python binding's DLPack tests hand a capsule to numpy
 # (numpy.from_dlpack must raise its own error for a CUDA buffer).
 # rustc-web and cargo-web: the Rust bindings' toolchain (bindings/rust/
@@ -16,7 +18,7 @@ set -euo pipefail
 # security updates, installed as /usr/bin/rustc and /usr/bin/cargo. The
 # crates need Rust 1.77; Debian 12's rustc and cargo packages (1.63), which
 # these two replace, are too old.
-packages=(cmake ninja-build g++ pkg-config ccache python3
+packages=(cmake ninja-build g++ pkg-config ccache python3 python3-dev
           libabsl-dev libgtest-dev libcli11-dev nlohmann-json3-dev
           clang libclang-rt-14-dev
           golang-go abigail-tools dpkg-dev

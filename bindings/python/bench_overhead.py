@@ -11,6 +11,12 @@ host rows copy both inputs in and the sum out. Medians (and p10/p90) of
     python3 bindings/python/bench_overhead.py [--iterations 5000] [--json out.json]
                                               [--rows all|vyre|libs]
 
+--paths both (the default when the compiled module vyre_cuda._fast is in use)
+times every vyre row through the compiled fast path and again through the
+ctypes path (what VYRE_CUDA_PURE_PYTHON=1 forces), interleaved row by row,
+and prints both medians and their difference; --paths compiled or ctypes
+times one.
+
 --rows vyre times vyre's own rows only (CuPy and PyTorch are not imported: a
 quick process, as scripts/gpu-bindings.sh --bench runs in each round); --rows
 libs times CuPy, PyTorch and vyre over torch tensors only.
@@ -29,6 +35,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import vyre_cuda as vc  # noqa: E402
+from vyre_cuda import _loader  # noqa: E402
 
 N = 1024  # u32 elements: 4 KiB per operand
 
@@ -75,12 +82,30 @@ def vyre_rows(a, b, want):
     check(dout.download(), "vyre resident")
     prog.dispatch(host, params=params)
     check(out, "vyre host")
+    graph = prog.record(resident, params=params)
+    dout.upload(bytes(4 * N))
+    graph.replay()
+    check(dout.download(), "vyre graph replay")
     rows = {
         "vyre resident 4 KiB (dispatch, waits)":
             lambda: prog.dispatch(resident, params=params),
         "vyre host 4 KiB (in, dispatch, out)":
             lambda: prog.dispatch(host, params=params),
+        "vyre graph replay 4 KiB (resident, waits)": graph.replay,
+        "vyre upload + download 4 KiB": lambda: (da.upload(a), dout.download(out=out)),
     }
+    try:
+        import numpy as np
+    except ImportError:
+        np = None
+    if np is not None:
+        na, nb = np.frombuffer(a, dtype=np.uint32).copy(), np.frombuffer(b, dtype=np.uint32).copy()
+        nout = np.zeros(N, dtype=np.uint32)
+        prog.dispatch([na, nb, nout], params=params, grid=(1, 1, 1), block=(N, 1, 1))
+        check(nout.tobytes(), "vyre numpy")
+        rows["vyre numpy 4 KiB (the natural call)"] = (
+            lambda: prog.dispatch([na, nb, nout], params=params, grid=(1, 1, 1),
+                                  block=(N, 1, 1)))
     device = ctx.device_info()["name"]
     return ctx, prog, rows, device
 
@@ -148,7 +173,24 @@ def main():
                         help="vyre: vyre_cuda's resident and host rows only (no CuPy or "
                              "PyTorch import); libs: CuPy, PyTorch and vyre over torch "
                              "tensors only; all (default): both")
+    parser.add_argument("--paths", choices=("both", "compiled", "ctypes"), default=None,
+                        help="vyre rows through the compiled fast path, the ctypes path, "
+                             "or both interleaved (default: both when the compiled module "
+                             "is in use)")
     args = parser.parse_args()
+    try:
+        compiled = _loader.fast_path()
+    except vc.LibraryLoadError as e:
+        raise SystemExit(f"bench_overhead: {e}")
+    paths = args.paths or ("both" if compiled else "ctypes")
+    if paths != "ctypes" and not compiled:
+        raise SystemExit(f"bench_overhead: --paths {paths}: the compiled path is not in use "
+                         f"({_loader._fast_reason}). Fix: pip install the package (it builds "
+                         f"vyre_cuda._fast), or set VYRE_CUDA_EXTENSION_DIR to the build's "
+                         f"module directory.")
+    fast = _loader._fast
+    print(f"vyre_cuda path: {'compiled (vyre_cuda._fast)' if compiled else 'ctypes'}"
+          f"{'' if compiled else ' (' + _loader._fast_reason + ')'}; timing: {paths}")
 
     a = array.array("I", ((i * 2654435761) & 0x7FFFFFFF for i in range(N)))
     b = array.array("I", ((i * 40503 + 7) & 0x7FFFFFFF for i in range(N)))
@@ -171,20 +213,54 @@ def main():
 
     results = {}
     for label, fn in rows.items():
-        results[label] = measure(fn, args.iterations, args.warmup)
+        if not label.startswith("vyre") or paths == "compiled":
+            results[label] = measure(fn, args.iterations, args.warmup)
+            continue
+        if paths == "ctypes":
+            _loader._fast = None
+            try:
+                results[label] = measure(fn, args.iterations, args.warmup)
+            finally:
+                _loader._fast = fast
+            continue
+        # Both, interleaved in rounds so drift hits each path alike.
+        rounds = 5
+        per = max(args.iterations // rounds, 1)
+        samples = {"compiled": [], "ctypes": []}
+        for _ in range(rounds):
+            for path in ("compiled", "ctypes"):
+                _loader._fast = fast if path == "compiled" else None
+                try:
+                    samples[path].append(measure(fn, per, args.warmup // rounds)["median_us"])
+                finally:
+                    _loader._fast = fast
+        r = measure(fn, args.iterations, args.warmup)
+        r["compiled_median_us"] = statistics.median(samples["compiled"])
+        r["ctypes_median_us"] = statistics.median(samples["ctypes"])
+        results[label] = r
 
     print(f"device: {device}; library: {vc.library_path()}; python {sys.version.split()[0]}")
     print(f"{args.iterations} calls per row after {args.warmup} warm-up calls; microseconds")
     width = max([len(k) for k in results] + [1])
-    print(f"{'':{width}}  {'median':>8}  {'p10':>8}  {'p90':>8}")
+    both = any("ctypes_median_us" in r for r in results.values())
+    extra = f"  {'compiled':>8}  {'ctypes':>8}  {'saved':>8}" if both else ""
+    print(f"{'':{width}}  {'median':>8}  {'p10':>8}  {'p90':>8}{extra}")
     for label, r in results.items():
-        print(f"{label:{width}}  {r['median_us']:8.1f}  {r['p10_us']:8.1f}  {r['p90_us']:8.1f}")
+        line = f"{label:{width}}  {r['median_us']:8.1f}  {r['p10_us']:8.1f}  {r['p90_us']:8.1f}"
+        if "ctypes_median_us" in r:
+            line += (f"  {r['compiled_median_us']:8.1f}  {r['ctypes_median_us']:8.1f}  "
+                     f"{r['ctypes_median_us'] - r['compiled_median_us']:8.1f}")
+        print(line)
+    if both:
+        print("median/p10/p90: the compiled path (ctypes only where it falls back); compiled/"
+              "ctypes: medians of 5 interleaved rounds each; saved: ctypes - compiled")
     for s in skipped:
         print(f"skipped {s}")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"device": device, "library": vc.library_path(), "results": results,
-                       "skipped": skipped}, f, indent=2)
+                       "skipped": skipped, "compiled_path": compiled, "paths": paths}, f,
+                      indent=2)
     prog.close()
     ctx.close()
 

@@ -4,7 +4,8 @@ Builds the wheel exactly as a user's `pip install ./bindings/python` would
 (`pip wheel`, PEP 517, scikit-build-core from PyPI driving CMake), checks
 its contents and tag, installs it into a fresh venv with no index, and from
 outside the source tree, with no VYRE_CUDA_LIBRARY or PYTHONPATH:
-  - the bundled library is the one loaded (library_path(), /proc/self/maps);
+  - the bundled library is the one loaded (library_path(), /proc/self/maps),
+    and the compiled fast path (vyre_cuda._fast, in the wheel) is in use;
   - without a driver, Context() raises VyreError NO_DRIVER with a Fix;
   - on the fake driver, a vector add (host and resident) is right element
     by element;
@@ -82,7 +83,8 @@ def build_wheel(args, dist):
     cmd = [sys.executable, "-m", "pip", "wheel", "--no-deps", "-w", dist,
            "--disable-pip-version-check"]
     if args.build_dir:
-        cmd += ["-C", f"build-dir={args.build_dir}"]
+        # --config-settings, not its short form -C: Debian 12's pip 23.0 lacks -C.
+        cmd += [f"--config-settings=build-dir={args.build_dir}"]
     cmd.append(PACKAGE_DIR)
     proc = run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     print(proc.stdout[-20000:])
@@ -113,15 +115,21 @@ def static_absl_expected():
 
 def check_wheel(wheel):
     name = os.path.basename(wheel)
-    if not re.fullmatch(r"vyre_cuda-[\w.]+-py3-none-linux_\w+\.whl", name):
+    # The compiled module makes the wheel this CPython's (cpXY-cpXY-linux_*).
+    py = "cp%d%d" % sys.version_info[:2]
+    if not re.fullmatch(rf"vyre_cuda-[\w.]+-{py}-{py}-linux_\w+\.whl", name):
         raise SystemExit(f"wheel_check: unexpected wheel name/tag {name} (want a "
-                         f"py3-none-linux_* platform wheel)")
+                         f"{py}-{py}-linux_* platform wheel)")
     with zipfile.ZipFile(wheel) as z:
         names = set(z.namelist())
         for need in ("vyre_cuda/__init__.py", "vyre_cuda/_dlpack.py", "vyre_cuda/py.typed",
                      "vyre_cuda/_lib/libvyre_cuda.so.0"):
             if need not in names:
                 raise SystemExit(f"wheel_check: {need} missing from {name}: {sorted(names)}")
+        fast = [n for n in names if re.fullmatch(r"vyre_cuda/_fast\.cpython-\d+[\w-]*\.so", n)]
+        if len(fast) != 1:
+            raise SystemExit(f"wheel_check: the wheel should hold one vyre_cuda/_fast "
+                             f"extension module, holds {fast}: {sorted(names)}")
         libs = [n for n in names if "libvyre_cuda" in n]
         if libs != ["vyre_cuda/_lib/libvyre_cuda.so.0"]:
             raise SystemExit(f"wheel_check: the wheel should hold one library file, holds "
@@ -144,7 +152,8 @@ CHECK = r"""
 import json, os, sys, array, random
 import vyre_cuda as vc
 out = {"file": vc.__file__, "library": vc.library_path(), "version": vc.version_string(),
-       "bundled": vc.BUNDLED_LIBRARY}
+       "bundled": vc.BUNDLED_LIBRARY, "fast": vc._loader._fast is not None,
+       "fast_reason": vc._loader._fast_reason}
 with open("/proc/self/maps") as f:
     out["mapped"] = sorted({line.split()[-1] for line in f if "libvyre_cuda" in line})
 mode = sys.argv[1]
@@ -254,6 +263,7 @@ def main():
     expect(got["library"].startswith(venv_prefix + os.sep), "the library is the venv's")
     expect(got["mapped"] == [got["library"]],
            f"exactly the bundled libvyre_cuda is mapped: {got['mapped']}")
+    expect(got["fast"], f"the wheel's compiled fast path is in use: {got['fast_reason']}")
     expect(got["error"] is not None, "Context() failed without a driver")
     status, status_name, message = got["error"]
     expect(status == 6 and status_name == "VYRE_STATUS_NO_DRIVER",
@@ -263,6 +273,7 @@ def main():
     got = run_check(python, "fake", work, ptx,
                     VYRE_CUDA_DRIVER_LIBRARY=os.path.abspath(args.fake_driver))
     expect(got["library"] == os.path.realpath(got["bundled"]), "the bundled library is loaded")
+    expect(got["fast"], f"the compiled fast path is in use: {got['fast_reason']}")
     expect(got["count"] == [3000, 3000], f"3000 results each, got {got['count']}")
     expect(got["host_bad"] == 0 and got["resident_bad"] == 0,
            f"every element right (host wrong: {got['host_bad']}, resident wrong: "

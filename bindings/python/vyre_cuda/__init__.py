@@ -94,6 +94,11 @@ from ctypes import (POINTER, Structure, byref, c_char, c_char_p, c_int, c_int32,
                     c_size_t, c_uint32, c_uint64, c_void_p)
 from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple, Union
 
+# A directory holding the compiled module (vyre_cuda._fast) built outside the
+# package, e.g. by the CMake test build: searched after the package's own.
+if os.environ.get("VYRE_CUDA_EXTENSION_DIR"):
+    __path__.append(os.environ["VYRE_CUDA_EXTENSION_DIR"])  # noqa: F821
+
 from . import _dlpack
 from ._cdefs import (BUFFER_INFO_FLAG_BORROWED, C_STRUCTS, DISPATCH_FLAG_COOPERATIVE,
                      DISPATCH_FLAG_DEVICE_TIMING, EGRAPH_REBUILD_COLLIDING_HASH,

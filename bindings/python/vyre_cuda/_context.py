@@ -471,6 +471,9 @@ class Buffer(_Object):
 
     def upload(self, data: Any, offset: int = 0) -> None:
         """Copies data (any bytes-like object) into the buffer at offset, and waits."""
+        fast = _loader._fast
+        if fast is not None and fast.buffer_upload(self._bits, data, offset) is not NotImplemented:
+            return
         src = _readable(data, "Buffer.upload")
         _call("vyre_buffer_upload", self._h(), offset, src.address, src.nbytes)
 
@@ -483,6 +486,11 @@ class Buffer(_Object):
             if nbytes is None:
                 nbytes = max(self.nbytes - offset, 0)
             out = nbytes
+        fast = _loader._fast
+        if fast is not None:
+            result = fast.buffer_download(self._bits, out, offset)
+            if result is not NotImplemented:
+                return result
         dst = _writable(out, "Buffer.download")
         _call("vyre_buffer_download", self._h(), offset, dst.address, dst.nbytes)
         return dst.owner

@@ -13,6 +13,7 @@ from ._cdefs import (KERNEL_NODE_UPDATE_GRID, KERNEL_NODE_UPDATE_SCALARS, Buffer
                      KernelNodeUpdateStruct, PendingHandle, ProgramHandle, SequenceDescStruct,
                      SequenceHandle, SequenceStepStruct, StepKind, TimingStruct, _c_enum, _new,
                      _struct_dict, _unsigned)
+from . import _loader
 from ._errors import _call
 from ._host_memory import _readable, _writable
 from ._context import Buffer, Context, _Object
@@ -170,6 +171,15 @@ class Graph(_Object):
         Returns Outputs with .timing: per binding, the host object holding
         its result (or None); for a sequence graph, the DOWNLOAD steps'
         host objects in step order."""
+        fast = _loader._fast
+        if (fast is not None and bindings is None and self._sequence_keep is None
+                and not self._imports):
+            # A dispatch graph keeping its ranges: the compiled fast path.
+            result = fast.graph_replay(self._bits, len(self._decls), params, scalars,
+                                       self._program.params if self._program else None,
+                                       element_count, flags, False)
+            if result is not NotImplemented:
+                return result
         desc, keep, keep_out, outputs, residents, imports = self._replay_desc(
             bindings, params, scalars, element_count, flags, stream)
         timing = _new(TimingStruct)
@@ -194,6 +204,14 @@ class Graph(_Object):
         replay). Host inputs are read before it returns; host outputs are
         written by Pending.wait(). A graph with HOST bindings allows one
         unwaited asynchronous replay at a time."""
+        fast = _loader._fast
+        if (fast is not None and bindings is None and self._sequence_keep is None
+                and not self._imports):
+            bits = fast.graph_replay(self._bits, len(self._decls), params, scalars,
+                                     self._program.params if self._program else None,
+                                     element_count, flags, True)
+            if bits is not NotImplemented:
+                return Pending(bits, self, [], Outputs([None] * len(self._decls)))
         desc, keep, keep_out, outputs, residents, imports = self._replay_desc(
             bindings, params, scalars, element_count, flags, stream)
         handle = PendingHandle()

@@ -6,7 +6,7 @@ import ctypes
 import os
 import threading
 from ctypes import POINTER, Structure, byref, c_char_p, c_int, c_void_p
-from typing import Optional, Tuple
+from typing import Any, Optional, Tuple
 
 from ._cdefs import VERSION_MAJOR, _OPTIONAL, _PROTOTYPES
 
@@ -16,6 +16,11 @@ class LibraryLoadError(OSError):
 
 
 _lib: Optional[ctypes.CDLL] = None
+#: The compiled fast path (vyre_cuda._fast, set up by load()), or None: the
+#: ctypes path then runs everywhere.
+_fast: Any = None
+#: Why the compiled fast path is not in use ("" when it is).
+_fast_reason = "the library is not loaded yet"
 _lib_path: Optional[str] = None
 _lib_missing: frozenset = frozenset()
 _lib_lock = threading.Lock()
@@ -97,8 +102,53 @@ def load(path: Optional[str] = None) -> ctypes.CDLL:
                 f"Fix: install the bindings and the library from the same release.")
         _lib_missing = frozenset(missing)
         _lib_path = _loaded_file(lib, path)
+        _setup_fast(lib)
         _lib = lib
         return lib
+
+
+# The entry points the compiled fast path calls; it receives their addresses
+# from this CDLL, so both paths use the same library instance.
+_FAST_FUNCTIONS = ("vyre_dispatch", "vyre_dispatch_async", "vyre_pending_wait",
+                   "vyre_pending_timing", "vyre_graph_replay", "vyre_graph_replay_async",
+                   "vyre_buffer_upload", "vyre_buffer_download")
+
+
+def _setup_fast(lib: ctypes.CDLL) -> None:
+    """Imports vyre_cuda._fast and gives it the library's entry points,
+    unless VYRE_CUDA_PURE_PYTHON=1. Without the module (a source checkout,
+    another interpreter) the ctypes path serves every call; with
+    VYRE_CUDA_REQUIRE_FAST=1 (the test build) that is an error instead."""
+    global _fast, _fast_reason
+    if os.environ.get("VYRE_CUDA_PURE_PYTHON") == "1":
+        _fast, _fast_reason = None, "VYRE_CUDA_PURE_PYTHON=1"
+        return
+    try:
+        from . import _fast as fast  # type: ignore[attr-defined]
+        import array
+        from ._context import Buffer, BufferRange
+        from ._errors import _check
+        from ._program import Outputs
+        addresses = {name: ctypes.cast(getattr(lib, name), c_void_p).value
+                     for name in _FAST_FUNCTIONS}
+        fast.init(addresses, Buffer, BufferRange, array.array, Outputs, _check)
+    except (ImportError, AttributeError, OSError, TypeError, ValueError) as e:
+        _fast, _fast_reason = None, f"vyre_cuda._fast unavailable: {e}"
+        if os.environ.get("VYRE_CUDA_REQUIRE_FAST") == "1":
+            raise LibraryLoadError(
+                f"VYRE_CUDA_REQUIRE_FAST=1 but {_fast_reason}. Fix: build the module "
+                f"(the CMake target vyre_cuda_python_fast, or pip install) and set "
+                f"VYRE_CUDA_EXTENSION_DIR to its directory, or unset VYRE_CUDA_REQUIRE_FAST."
+            ) from None
+        return
+    _fast, _fast_reason = fast, ""
+
+
+def fast_path() -> bool:
+    """Whether calls in loops go through the compiled module (vyre_cuda._fast)
+    rather than ctypes; loads the library if not yet."""
+    load()
+    return _fast is not None
 
 
 def library_path() -> str:

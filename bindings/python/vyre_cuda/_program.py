@@ -480,6 +480,15 @@ class Program(_Object):
 
         Returns Outputs: per binding, the object holding its host result (or
         None), with .timing."""
+        # The compiled fast path (vyre_cuda._fast) takes resident Buffers,
+        # host memory and int/float parameters; NotImplemented sends
+        # anything else (and every validation error) to the ctypes code below.
+        fast = _loader._fast
+        if fast is not None:
+            result = fast.dispatch(self, bindings, params, scalars, grid, block, element_count,
+                                   fixpoint_iterations, shared_memory_bytes, flags, False)
+            if result is not NotImplemented:
+                return result
         # The common entries (Buffer, BufferRange, bytes, bytearray,
         # array.array) are written straight into a reused descriptor; the
         # rest go through _marshal_entry, as in dispatch_async and record.
@@ -657,6 +666,13 @@ class Program(_Object):
         Foreign device arrays stay referenced until the Pending is waited or
         closed, and their streams (a CAI array's, or `stream` for DLPack) are
         made to wait for this dispatch."""
+        fast = _loader._fast
+        if fast is not None:
+            result = fast.dispatch(self, bindings, params, scalars, grid, block, element_count,
+                                   fixpoint_iterations, shared_memory_bytes, flags, True)
+            if result is not NotImplemented:
+                bits, outputs, keep_out = result  # keep_out: views of the host outputs
+                return Pending(bits, self, keep_out, outputs)
         desc, keep, keep_out, outputs, imports = self._prepare(
             bindings, params, scalars, grid, block, element_count, fixpoint_iterations,
             shared_memory_bytes, flags, stream)
@@ -741,7 +757,9 @@ class Pending(_Object):
         A timeout raises VyreError(TIMEOUT) and leaves the work waitable; a
         second wait is INVALID_STATE."""
         timeout = WAIT_FOREVER if timeout_ns is None else int(timeout_ns)
-        _call("vyre_pending_wait", self._h(), timeout)
+        fast = _loader._fast
+        if fast is None or fast.pending_wait(self._bits, timeout) is NotImplemented:
+            _call("vyre_pending_wait", self._h(), timeout)
         self._settled()
         finish, self._finish = self._finish, None
         if finish is not None:
@@ -751,6 +769,11 @@ class Pending(_Object):
 
     def timing(self) -> Dict[str, int]:
         """dict of wall_ns, device_ns, enqueue_ns, wait_ns (after wait)."""
+        fast = _loader._fast
+        if fast is not None:
+            result = fast.pending_timing(self._bits)
+            if result is not NotImplemented:
+                return result
         t = _new(TimingStruct)
         _call("vyre_pending_timing", self._h(), byref(t))
         return _struct_dict(t)

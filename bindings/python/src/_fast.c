@@ -1,0 +1,839 @@
+/* vyre_cuda._fast: the compiled fast path of the Python binding (issue 21).
+ *
+ * Written against the CPython C API. It links nothing of vyre-cuda: the
+ * package loads libvyre_cuda with ctypes and hands this module the addresses
+ * of the few entry points it calls (init()), so both paths use the same
+ * library instance. vyre_cuda.h gives the types and prototypes only.
+ *
+ * Every function handles the common shapes of its call (resident Buffers,
+ * host memory with the buffer protocol, int parameters) and returns
+ * NotImplemented, before calling the library, for anything else: the
+ * package then runs its ctypes code, so rare inputs and every validation
+ * error read exactly as they do there. A failed library call raises through
+ * the package's own _check(status, call), which reads this thread's last
+ * error at once (the GIL is held from the call's return to that read).
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "vyre_cuda.h"
+
+/* The library's entry points, by address (typeof keeps them in step with the
+ * header; no symbol is referenced at link time). */
+static __typeof__(vyre_dispatch)* p_dispatch;
+static __typeof__(vyre_dispatch_async)* p_dispatch_async;
+static __typeof__(vyre_pending_wait)* p_pending_wait;
+static __typeof__(vyre_pending_timing)* p_pending_timing;
+static __typeof__(vyre_graph_replay)* p_graph_replay;
+static __typeof__(vyre_graph_replay_async)* p_graph_replay_async;
+static __typeof__(vyre_buffer_upload)* p_buffer_upload;
+static __typeof__(vyre_buffer_download)* p_buffer_download;
+
+/* The package's types and its error raiser, from init(). */
+static PyTypeObject* t_buffer;
+static PyTypeObject* t_buffer_range;
+static PyTypeObject* t_array;
+static PyObject* o_outputs;
+static PyObject* o_check;
+
+static PyObject* s_bits;
+static PyObject* s_buffer;
+static PyObject* s_offset;
+static PyObject* s_length;
+static PyObject* s_bindings;
+static PyObject* s_params;
+static PyObject* s_role;
+static PyObject* s_timing;
+static PyObject* s_wall_ns;
+static PyObject* s_device_ns;
+static PyObject* s_enqueue_ns;
+static PyObject* s_wait_ns;
+static PyObject* s_vyre_dispatch;
+static PyObject* s_vyre_dispatch_async;
+static PyObject* s_vyre_pending_wait;
+static PyObject* s_vyre_pending_timing;
+static PyObject* s_vyre_graph_replay;
+static PyObject* s_vyre_graph_replay_async;
+static PyObject* s_vyre_buffer_upload;
+static PyObject* s_vyre_buffer_download;
+
+enum { OK = 0, FALLBACK = 1, ERR = -1 };
+
+/* Room on the stack; larger calls take the ctypes path. */
+#define MAX_BINDINGS 32
+#define MAX_WORDS 256
+#define MAX_SCALARS 64
+
+enum { ROLE_INPUT = 1, ROLE_OUTPUT = 2, ROLE_INPUT_OUTPUT = 3 };
+enum { KIND_SCALAR32 = 2, KIND_SCALAR64 = 3 };
+
+/* ------------------------------------------------------------------------ */
+/* Conversions: OK with *out set, FALLBACK for anything the ctypes path must  */
+/* judge (its error then reads as always). Never leaves an exception set.    */
+/* ------------------------------------------------------------------------ */
+
+/* An int (bool and IntEnum included, as int() takes them) in
+ * [signed ? -2**(bits-1) : 0, 2**bits), stored as its low `bits` bits. */
+static int int_in(PyObject* o, int bits, int allow_negative, uint64_t* out) {
+  if (!PyLong_Check(o)) return FALLBACK;
+  int overflow = 0;
+  long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
+  if (v == -1 && PyErr_Occurred()) {
+    PyErr_Clear();
+    return FALLBACK;
+  }
+  if (overflow < 0) return FALLBACK;
+  if (overflow > 0) {
+    if (bits < 64) return FALLBACK;
+    unsigned long long u = PyLong_AsUnsignedLongLong(o);
+    if (u == (unsigned long long)-1 && PyErr_Occurred()) {
+      PyErr_Clear();
+      return FALLBACK;
+    }
+    *out = u;
+    return OK;
+  }
+  if (v < 0) {
+    if (!allow_negative) return FALLBACK;
+    if (bits < 64 && v < -(1LL << (bits - 1))) return FALLBACK;
+  } else if (bits < 64 && (unsigned long long)v >> bits) {
+    return FALLBACK;
+  }
+  *out = bits < 64 ? ((uint64_t)v & ((1ULL << bits) - 1)) : (uint64_t)v;
+  return OK;
+}
+
+static int attr_u64(PyObject* o, PyObject* name, uint64_t* out) {
+  PyObject* v = PyObject_GetAttr(o, name);
+  if (v == NULL) {
+    PyErr_Clear();
+    return FALLBACK;
+  }
+  int r = PyLong_CheckExact(v) ? int_in(v, 64, 0, out) : FALLBACK;
+  Py_DECREF(v);
+  return r;
+}
+
+/* None, an int, or a list/tuple of 1-3 ints in [0, 2**32): as _dim3. */
+static int dim3(PyObject* o, uint32_t out[3]) {
+  out[0] = out[1] = out[2] = 0;
+  if (o == Py_None) return OK;
+  uint64_t v;
+  if (PyLong_Check(o)) {
+    if (int_in(o, 32, 0, &v)) return FALLBACK;
+    out[0] = (uint32_t)v;
+    out[1] = out[2] = 1;
+    return OK;
+  }
+  if (!PyList_CheckExact(o) && !PyTuple_CheckExact(o)) return FALLBACK;
+  Py_ssize_t n = PySequence_Fast_GET_SIZE(o);
+  if (n < 1 || n > 3) return FALLBACK;
+  PyObject** items = PySequence_Fast_ITEMS(o);
+  for (Py_ssize_t i = 0; i < 3; i++) {
+    if (i < n) {
+      if (int_in(items[i], 32, 0, &v)) return FALLBACK;
+      out[i] = (uint32_t)v;
+    } else {
+      out[i] = 1;
+    }
+  }
+  return OK;
+}
+
+/* u32 words from a list/tuple of ints in [-2**31, 2**32). (No Python code
+ * runs here: int and float values are read directly.) */
+static int words_of(PyObject* o, uint32_t* words, size_t* count) {
+  *count = 0;
+  if (!PyList_CheckExact(o) && !PyTuple_CheckExact(o)) return FALLBACK;
+  Py_ssize_t n = PySequence_Fast_GET_SIZE(o);
+  if (n > MAX_WORDS) return FALLBACK;
+  PyObject** items = PySequence_Fast_ITEMS(o);
+  for (Py_ssize_t i = 0; i < n; i++) {
+    uint64_t v;
+    if (int_in(items[i], 32, 1, &v)) return FALLBACK;
+    words[i] = (uint32_t)v;
+  }
+  *count = (size_t)n;
+  return OK;
+}
+
+/* The declared width of scalar slot i from a Program's params (None or a
+ * list of (ParamKind, index)): the last SCALAR32/64 entry naming i wins, as
+ * in _scalar_array's dict. FALLBACK when params has an unexpected shape. */
+static int scalar_kind(PyObject* params, Py_ssize_t i, int* kind) {
+  *kind = KIND_SCALAR32;
+  if (params == Py_None) return OK;
+  if (!PyList_CheckExact(params)) return FALLBACK;
+  Py_ssize_t n = PyList_GET_SIZE(params);
+  for (Py_ssize_t k = 0; k < n; k++) {
+    PyObject* pair = PyList_GET_ITEM(params, k);
+    if (!PyTuple_CheckExact(pair) || PyTuple_GET_SIZE(pair) != 2) return FALLBACK;
+    uint64_t kv, index;
+    if (int_in(PyTuple_GET_ITEM(pair, 0), 32, 0, &kv) ||
+        int_in(PyTuple_GET_ITEM(pair, 1), 64, 0, &index))
+      return FALLBACK;
+    if ((kv == KIND_SCALAR32 || kv == KIND_SCALAR64) && index == (uint64_t)i) *kind = (int)kv;
+  }
+  return OK;
+}
+
+/* u64 scalars from a list/tuple of ints in [-2**63, 2**64) and floats
+ * (packed to their slot's width, f32 or f64, as f32()/f64() do). */
+static int scalars_of(PyObject* o, PyObject* program_params, uint64_t* out, size_t* count) {
+  *count = 0;
+  if (!PyList_CheckExact(o) && !PyTuple_CheckExact(o)) return FALLBACK;
+  Py_ssize_t n = PySequence_Fast_GET_SIZE(o);
+  if (n > MAX_SCALARS) return FALLBACK;
+  PyObject** items = PySequence_Fast_ITEMS(o);
+  for (Py_ssize_t i = 0; i < n; i++) {
+    PyObject* v = items[i];
+    if (PyFloat_CheckExact(v)) {
+      int kind;
+      if (scalar_kind(program_params, i, &kind)) return FALLBACK;
+      double d = PyFloat_AS_DOUBLE(v);
+      if (kind == KIND_SCALAR64) {
+        uint64_t bits;
+        memcpy(&bits, &d, 8);
+        out[i] = bits;
+      } else {
+        /* struct.pack("<f") refuses values outside float32's range. */
+        float f = (float)d;
+        if (isinf(f) && !isinf(d)) return FALLBACK;
+        uint32_t bits;
+        memcpy(&bits, &f, 4);
+        out[i] = bits;
+      }
+    } else if (int_in(v, 64, 1, &out[i])) {
+      return FALLBACK;
+    }
+  }
+  *count = (size_t)n;
+  return OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Host memory                                                               */
+/* ------------------------------------------------------------------------ */
+
+/* The host types whose buffer protocol the ctypes path uses as host memory
+ * (exact types: subclasses may speak a device protocol first). */
+static int is_host_type(PyObject* o) {
+  PyTypeObject* t = Py_TYPE(o);
+  return t == &PyBytes_Type || t == &PyByteArray_Type || t == &PyMemoryView_Type ||
+         t == t_array || strcmp(t->tp_name, "numpy.ndarray") == 0;
+}
+
+/* A C-contiguous, non-empty view of o (writable when asked). */
+static int host_view(PyObject* o, int writable, Py_buffer* view) {
+  if (!is_host_type(o)) return FALLBACK;
+  if (PyObject_GetBuffer(o, view, writable ? PyBUF_FULL : PyBUF_FULL_RO) < 0) {
+    PyErr_Clear();
+    return FALLBACK;
+  }
+  if (view->len <= 0 || !PyBuffer_IsContiguous(view, 'C')) {
+    PyBuffer_Release(view);
+    return FALLBACK;
+  }
+  return OK;
+}
+
+/* What one call holds: the buffer exports it reads or writes through. */
+typedef struct {
+  Py_buffer views[MAX_BINDINGS];
+  int count;
+} holds;
+
+static void holds_release(holds* h) {
+  while (h->count > 0) PyBuffer_Release(&h->views[--h->count]);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Bindings                                                                  */
+/* ------------------------------------------------------------------------ */
+
+static int role_of(PyObject* decls, Py_ssize_t i, long* role) {
+  if (!PyList_CheckExact(decls)) return FALLBACK;
+  if (i >= PyList_GET_SIZE(decls)) {
+    *role = ROLE_INPUT;
+    return OK;
+  }
+  PyObject* decl = PyList_GET_ITEM(decls, i);
+  Py_INCREF(decl);
+  PyObject* r = PyObject_GetAttr(decl, s_role);
+  Py_DECREF(decl);
+  if (r == NULL) {
+    PyErr_Clear();
+    return FALLBACK;
+  }
+  uint64_t v;
+  int st = int_in(r, 32, 0, &v);
+  Py_DECREF(r);
+  if (st) return FALLBACK;
+  *role = (long)v;
+  return OK;
+}
+
+/* Binding i: resident (Buffer, BufferRange of a Buffer) or host memory.
+ * outputs[i] gets the host object holding an output (a new reference);
+ * keep_out (async only) receives a memoryview per host output, which keeps
+ * its memory exported (alive, unresizable) until the Pending lets it go. */
+static int marshal(PyObject* entry, Py_ssize_t i, PyObject* decls, vyre_dispatch_binding* s,
+                   holds* h, PyObject** output, PyObject* keep_out) {
+  vyre_dispatch_binding init = VYRE_DISPATCH_BINDING_INIT;
+  *s = init;
+  *output = NULL;
+  PyTypeObject* t = Py_TYPE(entry);
+  if (t == t_buffer) {
+    s->source = VYRE_SOURCE_RESIDENT;
+    return attr_u64(entry, s_bits, &s->buffer.bits);
+  }
+  if (t == t_buffer_range) {
+    PyObject* buf = PyObject_GetAttr(entry, s_buffer);
+    if (buf == NULL) {
+      PyErr_Clear();
+      return FALLBACK;
+    }
+    int st = Py_TYPE(buf) == t_buffer ? attr_u64(buf, s_bits, &s->buffer.bits) : FALLBACK;
+    Py_DECREF(buf);
+    if (st || attr_u64(entry, s_offset, &s->offset) || attr_u64(entry, s_length, &s->length))
+      return FALLBACK;
+    s->source = VYRE_SOURCE_RESIDENT;
+    return OK;
+  }
+  long role;
+  if (role_of(decls, i, &role)) return FALLBACK;
+  if (role != ROLE_INPUT && role != ROLE_OUTPUT && role != ROLE_INPUT_OUTPUT) return FALLBACK;
+  if (role == ROLE_INPUT) {
+    if (h->count >= MAX_BINDINGS) return FALLBACK;
+    if (host_view(entry, 0, &h->views[h->count])) return FALLBACK;
+    Py_buffer* v = &h->views[h->count++];
+    s->host_input = v->buf;
+    s->host_bytes = (uint64_t)v->len;
+    return OK;
+  }
+  /* OUTPUT / INPUT_OUTPUT: a writable buffer in place, or a byte count for a
+   * new (zeroed) bytearray, as _writable makes. */
+  PyObject* owner;
+  if (PyLong_CheckExact(entry)) {
+    uint64_t n;
+    if (int_in(entry, 63, 0, &n) || n == 0 || n > (uint64_t)PY_SSIZE_T_MAX) return FALLBACK;
+    owner = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)n);
+    if (owner == NULL) return ERR;
+    memset(PyByteArray_AS_STRING(owner), 0, (size_t)n);
+  } else {
+    if (!is_host_type(entry)) return FALLBACK;
+    owner = entry;
+    Py_INCREF(owner);
+  }
+  void* address;
+  Py_ssize_t len;
+  if (keep_out != NULL) {
+    PyObject* mv = PyMemoryView_FromObject(owner);
+    if (mv == NULL) {
+      PyErr_Clear();
+      Py_DECREF(owner);
+      return FALLBACK;
+    }
+    Py_buffer* v = PyMemoryView_GET_BUFFER(mv);
+    if (v->readonly || v->len <= 0 || !PyBuffer_IsContiguous(v, 'C')) {
+      Py_DECREF(mv);
+      Py_DECREF(owner);
+      return FALLBACK;
+    }
+    address = v->buf;
+    len = v->len;
+    int st = PyList_Append(keep_out, mv);
+    Py_DECREF(mv);
+    if (st < 0) {
+      Py_DECREF(owner);
+      return ERR;
+    }
+  } else {
+    if (h->count >= MAX_BINDINGS || host_view(owner, 1, &h->views[h->count])) {
+      Py_DECREF(owner);
+      return FALLBACK;
+    }
+    Py_buffer* v = &h->views[h->count++];
+    address = v->buf;
+    len = v->len;
+  }
+  s->host_output = address;
+  if (role == ROLE_INPUT_OUTPUT) s->host_input = address;
+  s->host_bytes = (uint64_t)len;
+  *output = owner;
+  return OK;
+}
+
+static PyObject* timing_dict(const vyre_timing* t) {
+  PyObject* d = PyDict_New();
+  if (d == NULL) return NULL;
+  PyObject* keys[4] = {s_wall_ns, s_device_ns, s_enqueue_ns, s_wait_ns};
+  uint64_t values[4] = {t->wall_ns, t->device_ns, t->enqueue_ns, t->wait_ns};
+  for (int k = 0; k < 4; k++) {
+    PyObject* v = PyLong_FromUnsignedLongLong(values[k]);
+    if (v == NULL || PyDict_SetItem(d, keys[k], v) < 0) {
+      Py_XDECREF(v);
+      Py_DECREF(d);
+      return NULL;
+    }
+    Py_DECREF(v);
+  }
+  return d;
+}
+
+/* Raises the library's error through the package's _check. */
+static PyObject* raise_status(vyre_status status, PyObject* call) {
+  PyObject* st = PyLong_FromLong((long)status);
+  if (st == NULL) return NULL;
+  PyObject* r = PyObject_CallFunctionObjArgs(o_check, st, call, NULL);
+  Py_DECREF(st);
+  if (r == NULL) return NULL;
+  Py_DECREF(r);
+  PyErr_Format(PyExc_SystemError, "%U returned status %d and _check did not raise", call,
+               (int)status);
+  return NULL;
+}
+
+static PyObject* new_outputs(Py_ssize_t n, PyObject** items) {
+  PyObject* outputs = PyObject_CallNoArgs(o_outputs);
+  if (outputs == NULL) return NULL;
+  for (Py_ssize_t i = 0; i < n; i++) {
+    if (PyList_Append(outputs, items && items[i] ? items[i] : Py_None) < 0) {
+      Py_DECREF(outputs);
+      return NULL;
+    }
+  }
+  return outputs;
+}
+
+static int ready(void) {
+  if (p_dispatch == NULL) {
+    PyErr_SetString(PyExc_RuntimeError, "vyre_cuda._fast: init() was not called");
+    return 0;
+  }
+  return 1;
+}
+
+/* dispatch(program, bindings, params, scalars, grid, block, element_count,
+ *          fixpoint_iterations, shared_memory_bytes, flags, is_async)
+ * Sync: Outputs with .timing. Async: (pending handle bits, Outputs,
+ * keep_out list). NotImplemented when the ctypes path must run. */
+static PyObject* fast_dispatch(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
+  (void)self;
+  if (nargs != 11) {
+    PyErr_SetString(PyExc_TypeError, "vyre_cuda._fast.dispatch takes 11 arguments");
+    return NULL;
+  }
+  if (!ready()) return NULL;
+  PyObject* program = args[0];
+  PyObject* bindings = args[1];
+  int is_async = PyObject_IsTrue(args[10]);
+  if (is_async < 0) return NULL;
+
+  vyre_dispatch_desc desc = VYRE_DISPATCH_DESC_INIT;
+  vyre_dispatch_binding structs[MAX_BINDINGS];
+  uint32_t words[MAX_WORDS];
+  uint64_t scalars[MAX_SCALARS];
+  uint64_t v;
+
+  if (!PyList_CheckExact(bindings) && !PyTuple_CheckExact(bindings)) Py_RETURN_NOTIMPLEMENTED;
+  Py_ssize_t n = PySequence_Fast_GET_SIZE(bindings);
+  if (n > MAX_BINDINGS) Py_RETURN_NOTIMPLEMENTED;
+  /* params / scalars: "if params:" in the ctypes path; None and empty
+   * lists/tuples mean none; other types go there. */
+  if (args[2] != Py_None) {
+    if (words_of(args[2], words, &desc.param_word_count)) Py_RETURN_NOTIMPLEMENTED;
+    if (desc.param_word_count) desc.param_words = words;
+  }
+  if (args[3] != Py_None &&
+      (PyList_CheckExact(args[3]) || PyTuple_CheckExact(args[3])) &&
+      PySequence_Fast_GET_SIZE(args[3]) > 0) {
+    PyObject* program_params = PyObject_GetAttr(program, s_params);
+    if (program_params == NULL) {
+      PyErr_Clear();
+      Py_RETURN_NOTIMPLEMENTED;
+    }
+    int st = scalars_of(args[3], program_params, scalars, &desc.scalar_count);
+    Py_DECREF(program_params);
+    if (st) Py_RETURN_NOTIMPLEMENTED;
+    desc.scalars = scalars;
+  } else if (args[3] != Py_None && !((PyList_CheckExact(args[3]) || PyTuple_CheckExact(args[3])))) {
+    Py_RETURN_NOTIMPLEMENTED;
+  }
+  if (dim3(args[4], desc.grid) || dim3(args[5], desc.block)) Py_RETURN_NOTIMPLEMENTED;
+  if (int_in(args[6], 64, 0, &desc.element_count)) Py_RETURN_NOTIMPLEMENTED;
+  if (int_in(args[7], 32, 0, &v)) Py_RETURN_NOTIMPLEMENTED;
+  desc.fixpoint_iterations = (uint32_t)v;
+  if (int_in(args[8], 32, 0, &v)) Py_RETURN_NOTIMPLEMENTED;
+  desc.shared_memory_bytes = (uint32_t)v;
+  if (int_in(args[9], 32, 0, &v)) Py_RETURN_NOTIMPLEMENTED;
+  desc.flags = (uint32_t)v;
+  vyre_program handle;
+  if (attr_u64(program, s_bits, &handle.bits)) Py_RETURN_NOTIMPLEMENTED;
+
+  PyObject* decls = NULL;  /* the program's Binding list, read for host entries */
+  PyObject* outs[MAX_BINDINGS] = {NULL};
+  PyObject* keep_out = NULL;
+  PyObject* result = NULL;
+  holds h;
+  h.count = 0;
+  int st = OK;
+  if (is_async) {
+    keep_out = PyList_New(0);
+    if (keep_out == NULL) return NULL;
+  }
+  /* Each item is fetched afresh and held while it is marshalled: an
+   * attribute read may run Python code that changes the list. */
+  for (Py_ssize_t i = 0; i < n && st == OK; i++) {
+    if (i >= PySequence_Fast_GET_SIZE(bindings)) {
+      st = FALLBACK;
+      break;
+    }
+    PyObject* e = PySequence_Fast_GET_ITEM(bindings, i);
+    PyTypeObject* t = Py_TYPE(e);
+    if (t != t_buffer && t != t_buffer_range && decls == NULL) {
+      decls = PyObject_GetAttr(program, s_bindings);
+      if (decls == NULL) {
+        PyErr_Clear();
+        st = FALLBACK;
+        break;
+      }
+    }
+    Py_INCREF(e);
+    st = marshal(e, i, decls, &structs[i], &h, &outs[i], keep_out);
+    Py_DECREF(e);
+  }
+  if (st == OK && PySequence_Fast_GET_SIZE(bindings) != n) st = FALLBACK;
+  if (st != OK) goto done;
+  desc.bindings = n ? structs : NULL;
+  desc.binding_count = (size_t)n;
+
+  vyre_status status;
+  if (is_async) {
+    vyre_pending pending = {0};
+    Py_BEGIN_ALLOW_THREADS
+    status = p_dispatch_async(handle, &desc, &pending);
+    Py_END_ALLOW_THREADS
+    holds_release(&h);
+    if (status) {
+      raise_status(status, s_vyre_dispatch_async);
+      goto done;
+    }
+    PyObject* outputs = new_outputs(n, outs);
+    if (outputs == NULL) {
+      /* Memory exhausted after the enqueue: the pending handle is lost to
+       * Python. Wait for it so no output memory is written afterwards. */
+      PyObject *type, *value, *tb;
+      PyErr_Fetch(&type, &value, &tb);
+      Py_BEGIN_ALLOW_THREADS
+      p_pending_wait(pending, VYRE_WAIT_FOREVER);
+      Py_END_ALLOW_THREADS
+      PyErr_Restore(type, value, tb);
+      goto done;
+    }
+    result = Py_BuildValue("(KNO)", (unsigned long long)pending.bits, outputs, keep_out);
+  } else {
+    vyre_timing timing = VYRE_TIMING_INIT;
+    Py_BEGIN_ALLOW_THREADS
+    status = p_dispatch(handle, &desc, &timing);
+    Py_END_ALLOW_THREADS
+    holds_release(&h);
+    if (status) {
+      raise_status(status, s_vyre_dispatch);
+      goto done;
+    }
+    PyObject* outputs = new_outputs(n, outs);
+    if (outputs == NULL) goto done;
+    PyObject* td = timing_dict(&timing);
+    if (td == NULL || PyObject_SetAttr(outputs, s_timing, td) < 0) {
+      Py_XDECREF(td);
+      Py_DECREF(outputs);
+      goto done;
+    }
+    Py_DECREF(td);
+    result = outputs;
+  }
+
+done:
+  holds_release(&h);
+  for (Py_ssize_t i = 0; i < n && i < MAX_BINDINGS; i++) Py_XDECREF(outs[i]);
+  Py_XDECREF(keep_out);
+  Py_XDECREF(decls);
+  if (st == FALLBACK) Py_RETURN_NOTIMPLEMENTED;
+  return result;
+}
+
+/* graph_replay(graph_bits, output_count, params, scalars, program_params,
+ *              element_count, flags, is_async)
+ * For a dispatch graph replayed without bindings (its resident ranges kept).
+ * params/scalars None keep the graph's. Sync: Outputs of output_count Nones
+ * with .timing; async: the pending handle bits. */
+static PyObject* fast_graph_replay(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
+  (void)self;
+  if (nargs != 8) {
+    PyErr_SetString(PyExc_TypeError, "vyre_cuda._fast.graph_replay takes 8 arguments");
+    return NULL;
+  }
+  if (!ready()) return NULL;
+  vyre_graph graph;
+  uint64_t count, v;
+  uint32_t words[MAX_WORDS];
+  uint64_t scalars[MAX_SCALARS];
+  vyre_graph_replay_desc desc;
+  memset(&desc, 0, sizeof desc);
+  desc.struct_size = sizeof desc;
+  if (int_in(args[0], 64, 0, &graph.bits) || int_in(args[1], 32, 0, &count))
+    Py_RETURN_NOTIMPLEMENTED;
+  /* Passed words or scalars, even none, replace the graph's: non-NULL. */
+  if (args[2] != Py_None) {
+    if (words_of(args[2], words, &desc.param_word_count)) Py_RETURN_NOTIMPLEMENTED;
+    desc.param_words = words;
+  }
+  if (args[3] != Py_None) {
+    if (scalars_of(args[3], args[4], scalars, &desc.scalar_count)) Py_RETURN_NOTIMPLEMENTED;
+    desc.scalars = scalars;
+  }
+  if (int_in(args[5], 64, 0, &desc.element_count) || int_in(args[6], 32, 0, &v))
+    Py_RETURN_NOTIMPLEMENTED;
+  desc.flags = (uint32_t)v;
+  int is_async = PyObject_IsTrue(args[7]);
+  if (is_async < 0) return NULL;
+  vyre_status status;
+  if (is_async) {
+    vyre_pending pending = {0};
+    Py_BEGIN_ALLOW_THREADS
+    status = p_graph_replay_async(graph, &desc, &pending);
+    Py_END_ALLOW_THREADS
+    if (status) return raise_status(status, s_vyre_graph_replay_async);
+    return PyLong_FromUnsignedLongLong(pending.bits);
+  }
+  vyre_timing timing = VYRE_TIMING_INIT;
+  Py_BEGIN_ALLOW_THREADS
+  status = p_graph_replay(graph, &desc, &timing);
+  Py_END_ALLOW_THREADS
+  if (status) return raise_status(status, s_vyre_graph_replay);
+  PyObject* outputs = new_outputs((Py_ssize_t)count, NULL);
+  if (outputs == NULL) return NULL;
+  PyObject* td = timing_dict(&timing);
+  if (td == NULL || PyObject_SetAttr(outputs, s_timing, td) < 0) {
+    Py_XDECREF(td);
+    Py_DECREF(outputs);
+    return NULL;
+  }
+  Py_DECREF(td);
+  return outputs;
+}
+
+/* pending_wait(bits, timeout_ns) -> None */
+static PyObject* fast_pending_wait(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
+  (void)self;
+  if (nargs != 2) {
+    PyErr_SetString(PyExc_TypeError, "vyre_cuda._fast.pending_wait takes 2 arguments");
+    return NULL;
+  }
+  if (!ready()) return NULL;
+  vyre_pending pending;
+  uint64_t timeout;
+  if (int_in(args[0], 64, 0, &pending.bits) || int_in(args[1], 64, 0, &timeout))
+    Py_RETURN_NOTIMPLEMENTED;
+  vyre_status status;
+  Py_BEGIN_ALLOW_THREADS
+  status = p_pending_wait(pending, timeout);
+  Py_END_ALLOW_THREADS
+  if (status) return raise_status(status, s_vyre_pending_wait);
+  Py_RETURN_NONE;
+}
+
+/* pending_timing(bits) -> dict */
+static PyObject* fast_pending_timing(PyObject* self, PyObject* arg) {
+  (void)self;
+  if (!ready()) return NULL;
+  vyre_pending pending;
+  if (int_in(arg, 64, 0, &pending.bits)) Py_RETURN_NOTIMPLEMENTED;
+  vyre_timing timing = VYRE_TIMING_INIT;
+  vyre_status status = p_pending_timing(pending, &timing);
+  if (status) return raise_status(status, s_vyre_pending_timing);
+  return timing_dict(&timing);
+}
+
+/* buffer_upload(bits, data, offset) -> None */
+static PyObject* fast_buffer_upload(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
+  (void)self;
+  if (nargs != 3) {
+    PyErr_SetString(PyExc_TypeError, "vyre_cuda._fast.buffer_upload takes 3 arguments");
+    return NULL;
+  }
+  if (!ready()) return NULL;
+  vyre_buffer buffer;
+  uint64_t offset;
+  Py_buffer view;
+  if (int_in(args[0], 64, 0, &buffer.bits) || int_in(args[2], 64, 0, &offset) ||
+      host_view(args[1], 0, &view))
+    Py_RETURN_NOTIMPLEMENTED;
+  vyre_status status;
+  Py_BEGIN_ALLOW_THREADS
+  status = p_buffer_upload(buffer, offset, view.buf, (uint64_t)view.len);
+  Py_END_ALLOW_THREADS
+  PyBuffer_Release(&view);
+  if (status) return raise_status(status, s_vyre_buffer_upload);
+  Py_RETURN_NONE;
+}
+
+/* buffer_download(bits, out, offset) -> the filled object; out a writable
+ * buffer, or a byte count for a new bytearray. */
+static PyObject* fast_buffer_download(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
+  (void)self;
+  if (nargs != 3) {
+    PyErr_SetString(PyExc_TypeError, "vyre_cuda._fast.buffer_download takes 3 arguments");
+    return NULL;
+  }
+  if (!ready()) return NULL;
+  vyre_buffer buffer;
+  uint64_t offset, n;
+  if (int_in(args[0], 64, 0, &buffer.bits) || int_in(args[2], 64, 0, &offset))
+    Py_RETURN_NOTIMPLEMENTED;
+  PyObject* out = args[1];
+  PyObject* owner;
+  if (PyLong_CheckExact(out)) {
+    if (int_in(out, 63, 0, &n) || n == 0 || n > (uint64_t)PY_SSIZE_T_MAX)
+      Py_RETURN_NOTIMPLEMENTED;
+    owner = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)n);
+    if (owner == NULL) return NULL;
+    memset(PyByteArray_AS_STRING(owner), 0, (size_t)n);
+  } else {
+    owner = out;
+    Py_INCREF(owner);
+  }
+  Py_buffer view;
+  if (host_view(owner, 1, &view)) {
+    Py_DECREF(owner);
+    Py_RETURN_NOTIMPLEMENTED;
+  }
+  vyre_status status;
+  Py_BEGIN_ALLOW_THREADS
+  status = p_buffer_download(buffer, offset, view.buf, (uint64_t)view.len);
+  Py_END_ALLOW_THREADS
+  PyBuffer_Release(&view);
+  if (status) {
+    Py_DECREF(owner);
+    return raise_status(status, s_vyre_buffer_download);
+  }
+  return owner;
+}
+
+static int set_type(PyObject* o, PyTypeObject** slot, const char* what) {
+  if (!PyType_Check(o)) {
+    PyErr_Format(PyExc_TypeError, "vyre_cuda._fast.init: %s must be a type", what);
+    return -1;
+  }
+  Py_INCREF(o);
+  Py_XSETREF(*slot, (PyTypeObject*)o);
+  return 0;
+}
+
+/* init(addresses: dict name -> int, Buffer, BufferRange, array.array,
+ *      Outputs, check) */
+static PyObject* fast_init(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
+  (void)self;
+  if (nargs != 6 || !PyDict_Check(args[0]) || !PyCallable_Check(args[4]) ||
+      !PyCallable_Check(args[5])) {
+    PyErr_SetString(PyExc_TypeError,
+                    "vyre_cuda._fast.init(addresses, Buffer, BufferRange, array, Outputs, check)");
+    return NULL;
+  }
+  struct {
+    const char* name;
+    void** slot;
+  } fns[] = {
+      {"vyre_dispatch", (void**)&p_dispatch},
+      {"vyre_dispatch_async", (void**)&p_dispatch_async},
+      {"vyre_pending_wait", (void**)&p_pending_wait},
+      {"vyre_pending_timing", (void**)&p_pending_timing},
+      {"vyre_graph_replay", (void**)&p_graph_replay},
+      {"vyre_graph_replay_async", (void**)&p_graph_replay_async},
+      {"vyre_buffer_upload", (void**)&p_buffer_upload},
+      {"vyre_buffer_download", (void**)&p_buffer_download},
+  };
+  void* addresses[sizeof fns / sizeof fns[0]];
+  for (size_t k = 0; k < sizeof fns / sizeof fns[0]; k++) {
+    PyObject* a = PyDict_GetItemString(args[0], fns[k].name);  /* borrowed */
+    if (a == NULL || !PyLong_Check(a)) {
+      PyErr_Format(PyExc_ValueError, "vyre_cuda._fast.init: no address for %s", fns[k].name);
+      return NULL;
+    }
+    addresses[k] = PyLong_AsVoidPtr(a);
+    if (addresses[k] == NULL) {
+      if (!PyErr_Occurred())
+        PyErr_Format(PyExc_ValueError, "vyre_cuda._fast.init: %s is NULL", fns[k].name);
+      return NULL;
+    }
+  }
+  if (set_type(args[1], &t_buffer, "Buffer") < 0 ||
+      set_type(args[2], &t_buffer_range, "BufferRange") < 0 ||
+      set_type(args[3], &t_array, "array") < 0)
+    return NULL;
+  Py_INCREF(args[4]);
+  Py_XSETREF(o_outputs, args[4]);
+  Py_INCREF(args[5]);
+  Py_XSETREF(o_check, args[5]);
+  for (size_t k = 0; k < sizeof fns / sizeof fns[0]; k++) *fns[k].slot = addresses[k];
+  Py_RETURN_NONE;
+}
+
+static PyMethodDef methods[] = {
+    {"init", (PyCFunction)(void (*)(void))fast_init, METH_FASTCALL,
+     "init(addresses, Buffer, BufferRange, array, Outputs, check): the library's entry points "
+     "(name -> address) and the package's types."},
+    {"dispatch", (PyCFunction)(void (*)(void))fast_dispatch, METH_FASTCALL,
+     "Program.dispatch / dispatch_async over resident and host bindings."},
+    {"graph_replay", (PyCFunction)(void (*)(void))fast_graph_replay, METH_FASTCALL,
+     "Graph.replay / replay_async keeping the bound ranges."},
+    {"pending_wait", (PyCFunction)(void (*)(void))fast_pending_wait, METH_FASTCALL,
+     "vyre_pending_wait."},
+    {"pending_timing", fast_pending_timing, METH_O, "vyre_pending_timing as a dict."},
+    {"buffer_upload", (PyCFunction)(void (*)(void))fast_buffer_upload, METH_FASTCALL,
+     "Buffer.upload from host memory."},
+    {"buffer_download", (PyCFunction)(void (*)(void))fast_buffer_download, METH_FASTCALL,
+     "Buffer.download into host memory or a new bytearray."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_fast",
+    "The compiled fast path of vyre_cuda (internal: the package calls it).", -1, methods,
+    NULL, NULL, NULL, NULL,
+};
+
+#define INTERN(var, text)                                  \
+  do {                                                     \
+    if ((var = PyUnicode_InternFromString(text)) == NULL) \
+      return NULL;                                         \
+  } while (0)
+
+PyMODINIT_FUNC PyInit__fast(void) {
+  INTERN(s_bits, "_bits");
+  INTERN(s_buffer, "buffer");
+  INTERN(s_offset, "offset");
+  INTERN(s_length, "length");
+  INTERN(s_bindings, "bindings");
+  INTERN(s_params, "params");
+  INTERN(s_role, "role");
+  INTERN(s_timing, "timing");
+  INTERN(s_wall_ns, "wall_ns");
+  INTERN(s_device_ns, "device_ns");
+  INTERN(s_enqueue_ns, "enqueue_ns");
+  INTERN(s_wait_ns, "wait_ns");
+  INTERN(s_vyre_dispatch, "vyre_dispatch");
+  INTERN(s_vyre_dispatch_async, "vyre_dispatch_async");
+  INTERN(s_vyre_pending_wait, "vyre_pending_wait");
+  INTERN(s_vyre_pending_timing, "vyre_pending_timing");
+  INTERN(s_vyre_graph_replay, "vyre_graph_replay");
+  INTERN(s_vyre_graph_replay_async, "vyre_graph_replay_async");
+  INTERN(s_vyre_buffer_upload, "vyre_buffer_upload");
+  INTERN(s_vyre_buffer_download, "vyre_buffer_download");
+  return PyModule_Create(&module);
+}
