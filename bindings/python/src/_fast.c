@@ -32,15 +32,19 @@ static __typeof__(vyre_graph_replay)* p_graph_replay;
 static __typeof__(vyre_graph_replay_async)* p_graph_replay_async;
 static __typeof__(vyre_buffer_upload)* p_buffer_upload;
 static __typeof__(vyre_buffer_download)* p_buffer_download;
+static __typeof__(vyre_sequence_run)* p_sequence_run;
 
 /* The package's types and its error raiser, from init(). */
 static PyTypeObject* t_buffer;
 static PyTypeObject* t_buffer_range;
 static PyTypeObject* t_array;
+static PyTypeObject* t_pinned;
 static PyObject* o_outputs;
 static PyObject* o_check;
 
 static PyObject* s_bits;
+static PyObject* s_address;
+static PyObject* s_nbytes;
 static PyObject* s_buffer;
 static PyObject* s_offset;
 static PyObject* s_length;
@@ -60,6 +64,7 @@ static PyObject* s_vyre_graph_replay;
 static PyObject* s_vyre_graph_replay_async;
 static PyObject* s_vyre_buffer_upload;
 static PyObject* s_vyre_buffer_download;
+static PyObject* s_vyre_sequence_run;
 
 enum { OK = 0, FALLBACK = 1, ERR = -1 };
 
@@ -219,17 +224,35 @@ static int scalars_of(PyObject* o, PyObject* program_params, uint64_t* out, size
 /* Host memory                                                               */
 /* ------------------------------------------------------------------------ */
 
-/* The host types whose buffer protocol the ctypes path uses as host memory
- * (exact types: subclasses may speak a device protocol first). */
+/* The host types the ctypes path uses as host memory: those with the
+ * buffer protocol, and PinnedMemory (exact types: subclasses may speak a
+ * device protocol first). */
 static int is_host_type(PyObject* o) {
   PyTypeObject* t = Py_TYPE(o);
   return t == &PyBytes_Type || t == &PyByteArray_Type || t == &PyMemoryView_Type ||
-         t == t_array || strcmp(t->tp_name, "numpy.ndarray") == 0;
+         t == t_array || t == t_pinned || strcmp(t->tp_name, "numpy.ndarray") == 0;
+}
+
+/* PinnedMemory's address and size, read directly (it has no buffer protocol
+ * before Python 3.12), as a view that holds nothing; closed (address None)
+ * goes to the ctypes path, which says so. */
+static int pinned_view(PyObject* o, int writable, Py_buffer* view) {
+  uint64_t address, nbytes;
+  if (attr_u64(o, s_address, &address) || attr_u64(o, s_nbytes, &nbytes) || address == 0 ||
+      nbytes == 0 || nbytes > (uint64_t)PY_SSIZE_T_MAX)
+    return FALLBACK;
+  if (PyBuffer_FillInfo(view, NULL, (void*)(uintptr_t)address, (Py_ssize_t)nbytes, 0,
+                        writable ? PyBUF_WRITABLE : PyBUF_SIMPLE) < 0) {
+    PyErr_Clear();
+    return FALLBACK;
+  }
+  return OK;
 }
 
 /* A C-contiguous, non-empty view of o (writable when asked). */
 static int host_view(PyObject* o, int writable, Py_buffer* view) {
   if (!is_host_type(o)) return FALLBACK;
+  if (Py_TYPE(o) == t_pinned) return pinned_view(o, writable, view);
   if (PyObject_GetBuffer(o, view, writable ? PyBUF_FULL : PyBUF_FULL_RO) < 0) {
     PyErr_Clear();
     return FALLBACK;
@@ -331,7 +354,7 @@ static int marshal(PyObject* entry, Py_ssize_t i, PyObject* decls, vyre_dispatch
   }
   void* address;
   Py_ssize_t len;
-  if (keep_out != NULL) {
+  if (keep_out != NULL && Py_TYPE(owner) != t_pinned) {
     PyObject* mv = PyMemoryView_FromObject(owner);
     if (mv == NULL) {
       PyErr_Clear();
@@ -360,6 +383,11 @@ static int marshal(PyObject* entry, Py_ssize_t i, PyObject* decls, vyre_dispatch
     Py_buffer* v = &h->views[h->count++];
     address = v->buf;
     len = v->len;
+    /* Async PinnedMemory: the Pending keeps it (its memory) alive. */
+    if (keep_out != NULL && PyList_Append(keep_out, owner) < 0) {
+      Py_DECREF(owner);
+      return ERR;
+    }
   }
   s->host_output = address;
   if (role == ROLE_INPUT_OUTPUT) s->host_input = address;
@@ -407,6 +435,20 @@ static PyObject* new_outputs(Py_ssize_t n, PyObject** items) {
       return NULL;
     }
   }
+  return outputs;
+}
+
+/* Outputs of items (a list/tuple, or n Nones when NULL) with .timing. */
+static PyObject* timed_outputs(Py_ssize_t n, PyObject** items, const vyre_timing* timing) {
+  PyObject* outputs = new_outputs(n, items);
+  if (outputs == NULL) return NULL;
+  PyObject* td = timing_dict(timing);
+  if (td == NULL || PyObject_SetAttr(outputs, s_timing, td) < 0) {
+    Py_XDECREF(td);
+    Py_DECREF(outputs);
+    return NULL;
+  }
+  Py_DECREF(td);
   return outputs;
 }
 
@@ -546,16 +588,7 @@ static PyObject* fast_dispatch(PyObject* self, PyObject* const* args, Py_ssize_t
       raise_status(status, s_vyre_dispatch);
       goto done;
     }
-    PyObject* outputs = new_outputs(n, outs);
-    if (outputs == NULL) goto done;
-    PyObject* td = timing_dict(&timing);
-    if (td == NULL || PyObject_SetAttr(outputs, s_timing, td) < 0) {
-      Py_XDECREF(td);
-      Py_DECREF(outputs);
-      goto done;
-    }
-    Py_DECREF(td);
-    result = outputs;
+    result = timed_outputs(n, outs, &timing);
   }
 
 done:
@@ -616,16 +649,28 @@ static PyObject* fast_graph_replay(PyObject* self, PyObject* const* args, Py_ssi
   status = p_graph_replay(graph, &desc, &timing);
   Py_END_ALLOW_THREADS
   if (status) return raise_status(status, s_vyre_graph_replay);
-  PyObject* outputs = new_outputs((Py_ssize_t)count, NULL);
-  if (outputs == NULL) return NULL;
-  PyObject* td = timing_dict(&timing);
-  if (td == NULL || PyObject_SetAttr(outputs, s_timing, td) < 0) {
-    Py_XDECREF(td);
-    Py_DECREF(outputs);
+  return timed_outputs((Py_ssize_t)count, NULL, &timing);
+}
+
+/* sequence_run(bits, outs: tuple) -> Outputs of outs (the DOWNLOAD steps'
+ * host objects) with .timing. */
+static PyObject* fast_sequence_run(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
+  (void)self;
+  if (nargs != 2) {
+    PyErr_SetString(PyExc_TypeError, "vyre_cuda._fast.sequence_run takes 2 arguments");
     return NULL;
   }
-  Py_DECREF(td);
-  return outputs;
+  if (!ready()) return NULL;
+  vyre_sequence sequence;
+  if (int_in(args[0], 64, 0, &sequence.bits) || !PyTuple_CheckExact(args[1]))
+    Py_RETURN_NOTIMPLEMENTED;
+  vyre_timing timing = VYRE_TIMING_INIT;
+  vyre_status status;
+  Py_BEGIN_ALLOW_THREADS
+  status = p_sequence_run(sequence, &timing);
+  Py_END_ALLOW_THREADS
+  if (status) return raise_status(status, s_vyre_sequence_run);
+  return timed_outputs(PyTuple_GET_SIZE(args[1]), &PyTuple_GET_ITEM(args[1], 0), &timing);
 }
 
 /* pending_wait(bits, timeout_ns) -> None */
@@ -736,13 +781,14 @@ static int set_type(PyObject* o, PyTypeObject** slot, const char* what) {
 }
 
 /* init(addresses: dict name -> int, Buffer, BufferRange, array.array,
- *      Outputs, check) */
+ *      PinnedMemory, Outputs, check) */
 static PyObject* fast_init(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
   (void)self;
-  if (nargs != 6 || !PyDict_Check(args[0]) || !PyCallable_Check(args[4]) ||
-      !PyCallable_Check(args[5])) {
+  if (nargs != 7 || !PyDict_Check(args[0]) || !PyCallable_Check(args[5]) ||
+      !PyCallable_Check(args[6])) {
     PyErr_SetString(PyExc_TypeError,
-                    "vyre_cuda._fast.init(addresses, Buffer, BufferRange, array, Outputs, check)");
+                    "vyre_cuda._fast.init(addresses, Buffer, BufferRange, array, PinnedMemory, "
+                    "Outputs, check)");
     return NULL;
   }
   struct {
@@ -757,6 +803,7 @@ static PyObject* fast_init(PyObject* self, PyObject* const* args, Py_ssize_t nar
       {"vyre_graph_replay_async", (void**)&p_graph_replay_async},
       {"vyre_buffer_upload", (void**)&p_buffer_upload},
       {"vyre_buffer_download", (void**)&p_buffer_download},
+      {"vyre_sequence_run", (void**)&p_sequence_run},
   };
   void* addresses[sizeof fns / sizeof fns[0]];
   for (size_t k = 0; k < sizeof fns / sizeof fns[0]; k++) {
@@ -774,24 +821,27 @@ static PyObject* fast_init(PyObject* self, PyObject* const* args, Py_ssize_t nar
   }
   if (set_type(args[1], &t_buffer, "Buffer") < 0 ||
       set_type(args[2], &t_buffer_range, "BufferRange") < 0 ||
-      set_type(args[3], &t_array, "array") < 0)
+      set_type(args[3], &t_array, "array") < 0 ||
+      set_type(args[4], &t_pinned, "PinnedMemory") < 0)
     return NULL;
-  Py_INCREF(args[4]);
-  Py_XSETREF(o_outputs, args[4]);
   Py_INCREF(args[5]);
-  Py_XSETREF(o_check, args[5]);
+  Py_XSETREF(o_outputs, args[5]);
+  Py_INCREF(args[6]);
+  Py_XSETREF(o_check, args[6]);
   for (size_t k = 0; k < sizeof fns / sizeof fns[0]; k++) *fns[k].slot = addresses[k];
   Py_RETURN_NONE;
 }
 
 static PyMethodDef methods[] = {
     {"init", (PyCFunction)(void (*)(void))fast_init, METH_FASTCALL,
-     "init(addresses, Buffer, BufferRange, array, Outputs, check): the library's entry points "
-     "(name -> address) and the package's types."},
+     "init(addresses, Buffer, BufferRange, array, PinnedMemory, Outputs, check): the library's "
+     "entry points (name -> address) and the package's types."},
     {"dispatch", (PyCFunction)(void (*)(void))fast_dispatch, METH_FASTCALL,
      "Program.dispatch / dispatch_async over resident and host bindings."},
     {"graph_replay", (PyCFunction)(void (*)(void))fast_graph_replay, METH_FASTCALL,
      "Graph.replay / replay_async keeping the bound ranges."},
+    {"sequence_run", (PyCFunction)(void (*)(void))fast_sequence_run, METH_FASTCALL,
+     "Sequence.run."},
     {"pending_wait", (PyCFunction)(void (*)(void))fast_pending_wait, METH_FASTCALL,
      "vyre_pending_wait."},
     {"pending_timing", fast_pending_timing, METH_O, "vyre_pending_timing as a dict."},
@@ -816,6 +866,8 @@ static struct PyModuleDef module = {
 
 PyMODINIT_FUNC PyInit__fast(void) {
   INTERN(s_bits, "_bits");
+  INTERN(s_address, "_address");
+  INTERN(s_nbytes, "nbytes");
   INTERN(s_buffer, "buffer");
   INTERN(s_offset, "offset");
   INTERN(s_length, "length");
@@ -835,5 +887,6 @@ PyMODINIT_FUNC PyInit__fast(void) {
   INTERN(s_vyre_graph_replay_async, "vyre_graph_replay_async");
   INTERN(s_vyre_buffer_upload, "vyre_buffer_upload");
   INTERN(s_vyre_buffer_download, "vyre_buffer_download");
+  INTERN(s_vyre_sequence_run, "vyre_sequence_run");
   return PyModule_Create(&module);
 }

@@ -76,7 +76,8 @@ class PathTest(unittest.TestCase):
         with self.assertRaises(TypeError):
             fast.init()
         with self.assertRaises(ValueError):
-            fast.init({}, vc.Buffer, vc.BufferRange, array.array, vc.Outputs, len)
+            fast.init({}, vc.Buffer, vc.BufferRange, array.array, vc.PinnedMemory,
+                      vc.Outputs, len)
         with self.assertRaises(TypeError):
             fast.dispatch(1, 2)
         with self.assertRaises(TypeError):
@@ -280,6 +281,45 @@ class FastPathGpuTest(unittest.TestCase):
                                              self.assert_sum(r[1], "replay_async")))
         self.assert_handled(calls, "graph_replay")
 
+    def test_sequence_run(self):
+        da, db = self.ctx.alloc(4 * self.n), self.ctx.alloc(4 * self.n)
+        dout = self.ctx.alloc(4 * self.n)
+        into = self.poisoned()
+        seq = self.ctx.sequence([vc.UploadStep(da, self.a), vc.UploadStep(db, self.b),
+                                 vc.FillStep(dout, 0xEE),
+                                 vc.Repeat(2, [vc.DispatchStep(self.add, [da, db, dout],
+                                                               params=[self.n])]),
+                                 vc.DownloadStep(dout), vc.DownloadStep(dout, out=into),
+                                 vc.DownloadStep(dout, out=8, offset=4)])
+        self.addCleanup(seq.close)
+        silent = self.ctx.sequence([vc.FillStep(dout, 0x11)])  # no DOWNLOAD steps
+        self.addCleanup(silent.close)
+        first, second, part = (step.out for step in seq.steps[-3:])
+
+        def run():
+            for out in (first, into, part):
+                memoryview(out).cast("B")[:] = b"\xa5" * len(memoryview(out).cast("B"))
+            outs = seq.run()
+            self.assertIsInstance(outs, vc.Outputs)
+            self.assertEqual(len(outs), 3)
+            self.assertIs(outs[0], first)
+            self.assertIs(outs[1], into)
+            self.assertIs(outs[2], part)
+            self.assertEqual(set(outs.timing), {"wall_ns", "device_ns", "enqueue_ns", "wait_ns"})
+            empty = silent.run()
+            self.assertIsInstance(empty, vc.Outputs)
+            self.assertEqual(list(empty), [])
+            self.assertEqual(set(empty.timing), set(outs.timing))
+            return bytes(first), bytes(into), bytes(part), bytes(dout.download(4))
+
+        def check(r):
+            self.assert_sum(r[0], "sequence download")
+            self.assert_sum(r[1], "sequence download into")
+            self.assertEqual(r[2], bytes(self.want)[4:12])
+            self.assertEqual(r[3], bytes(b"\x11" * 4))
+        _, calls = self.both(run, check)
+        self.assert_handled(calls, "sequence_run")
+
     def test_upload_download(self):
         buf = self.ctx.alloc(4 * self.n)
         sources = [self.a, bytes(self.a), bytearray(self.a), memoryview(self.a)]
@@ -301,6 +341,82 @@ class FastPathGpuTest(unittest.TestCase):
             _, calls = self.both(run, check)
             self.assert_handled(calls, "buffer_upload")
             self.assert_handled(calls, "buffer_download")
+
+    def test_pinned_memory(self):
+        """PinnedMemory as host input, output and INPUT_OUTPUT memory, upload
+        source and download target (read by address: no buffer protocol
+        before Python 3.12)."""
+        nbytes = 4 * self.n
+        pa, pb, pout = (self.ctx.pinned(nbytes) for _ in range(3))
+        for p in (pa, pb, pout):
+            self.addCleanup(p.close)
+        pa.view[:] = memoryview(self.a).cast("B")
+        pb.view[:] = memoryview(self.b).cast("B")
+        da, db = self.ctx.upload(self.a), self.ctx.upload(self.b)
+        buf = self.ctx.alloc(nbytes)
+        poison = bytes(self.poisoned("bytearray"))
+
+        def run():
+            pout.view[:] = poison
+            outs = self.add.dispatch([pa, pb, pout], params=[self.n])
+            self.assertIs(outs[2], pout)
+            first = bytes(pout.view)
+            pout.view[:] = poison
+            pending = self.add.dispatch_async([da, pb, pout], params=[self.n])
+            outs = pending.wait()
+            pending.close()
+            self.assertIs(outs[2], pout)
+            second = bytes(pout.view)
+            pout.view[:] = poison
+            buf.upload(self.poisoned())
+            buf.upload(pa)
+            self.add.dispatch([buf, db, pout], params=[self.n])
+            third = bytes(pout.view)
+            pout.view[:] = poison
+            got = buf.download(out=pout)
+            self.assertIs(got, pout)
+            fourth = bytes(pout.view)
+            pout.view[:] = memoryview(self.a).cast("B")
+            self.inc.dispatch([pout], params=[self.n])
+            return first, second, third, fourth, bytes(pout.view)
+
+        def check(r):
+            for label, got in zip(("sync", "async", "upload from pinned"), r[:3]):
+                self.assert_sum(got, f"pinned {label}")
+            self.assertEqual(r[3], bytes(self.a))
+            self.assertEqual(r[4], bytes(array.array(
+                "I", ((x + 1) & 0xFFFFFFFF for x in self.a))))
+        _, calls = self.both(run, check)
+        # Every call above, pinned memory and all, took the compiled path.
+        self.assertEqual(calls.count("dispatch"), 4, calls)
+        self.assertEqual(calls.count("buffer_upload"), 2, calls)
+        self.assertEqual(calls.count("buffer_download"), 1, calls)
+
+        freed = self.ctx.alloc(16)
+        freed.close()
+        closed = self.ctx.pinned(nbytes)
+        closed.close()
+        cases = {
+            "pinned next to a freed buffer": lambda: self.add.dispatch([pa, freed, pout],
+                                                                       params=[self.n]),
+            "pinned next to a freed buffer async": lambda: self.add.dispatch_async(
+                [pa, freed, pout], params=[self.n]),
+            "pinned, too few bindings": lambda: self.add.dispatch([pa, pout], params=[self.n]),
+            "download too much into pinned": lambda: db.download(out=pout, offset=4),
+            "upload past the end from pinned": lambda: db.upload(pa, offset=4),
+            "closed pinned input": lambda: self.add.dispatch([closed, pb, pout],
+                                                             params=[self.n]),
+            "closed pinned output": lambda: self.add.dispatch([pa, pb, closed],
+                                                              params=[self.n]),
+            "closed pinned upload": lambda: db.upload(closed),
+            "closed pinned download": lambda: db.download(out=closed),
+        }
+        for label, fn in cases.items():
+            with self.subTest(label):
+                got, calls = self.both(fn)
+                self.assertEqual(got[0], "raised", label)
+                if not label.startswith("closed"):
+                    self.assertTrue(calls, f"{label}: the compiled path fell back")
 
     def test_scalars(self):
         saxpy = self.ctx.program(
@@ -410,7 +526,12 @@ class FastPathGpuTest(unittest.TestCase):
         prog.close()
         graph2 = self.add.record([da, db, dout], params=[self.n])
         graph2.close()
+        seq = self.ctx.sequence([vc.DownloadStep(dout)])
+        seq.close()
+        live_seq = self.ctx.sequence([vc.DispatchStep(self.add, [da, db, dout],
+                                                      params=[self.n]), vc.DownloadStep(dout)])
         cases = {
+            "closed sequence": seq.run,
             "closed program": lambda: prog.dispatch([da, db, dout], params=[self.n]),
             "closed program async": lambda: prog.dispatch_async([da, db, dout],
                                                                 params=[self.n]),
@@ -433,6 +554,7 @@ class FastPathGpuTest(unittest.TestCase):
             "closed context host dispatch": lambda: self.add.dispatch(
                 [self.a, self.b, 4 * self.n], params=[self.n]),
             "closed context replay": graph.replay,
+            "closed context sequence": live_seq.run,
             "closed context upload": lambda: da.upload(self.a),
             "closed context download": lambda: da.download(),
         }
@@ -484,7 +606,14 @@ class FastPathGpuTest(unittest.TestCase):
         freed.close()
         out = bytearray(4 * self.n)
         params = [self.n]
-        watched = [da, db, dout, out, self.a, self.b, params, freed]
+        seq = self.ctx.sequence([vc.DispatchStep(self.add, [da, db, dout], params=params),
+                                 vc.DownloadStep(dout, out=bytearray(4 * self.n))])
+        self.addCleanup(seq.close)
+        closed_seq = self.ctx.sequence([vc.DownloadStep(dout)])
+        closed_seq.close()
+        pinned = self.ctx.pinned(4 * self.n)
+        self.addCleanup(pinned.close)
+        watched = [da, db, dout, out, self.a, self.b, params, freed, seq, closed_seq, pinned]
 
         def calls():
             self.add.dispatch([da, db, dout], params=params)
@@ -495,6 +624,13 @@ class FastPathGpuTest(unittest.TestCase):
             db.upload(self.b)
             db.download(out=out)
             outcome(lambda: freed.download(out=out))
+            seq.run()
+            outcome(closed_seq.run)
+            self.add.dispatch([pinned, self.b, pinned], params=params)
+            self.add.dispatch_async([da, pinned, pinned], params=params).wait()
+            outcome(lambda: self.add.dispatch([self.a, self.b, pinned], params=[2 * self.n]))
+            db.upload(pinned)
+            db.download(out=pinned)
         calls()
         before = [sys.getrefcount(o) for o in watched]
         for _ in range(50):

@@ -51,6 +51,7 @@ class Graph(_Object):
     _residents: Any = ()
     _sequence_keep: Any = None
     _downloads: Any = ()
+    _download_outs: Any = ()  # their host objects (fixed at creation), for the fast path
     _imports: Optional[_Imports] = None
 
     def __init__(self, program: Program, bindings: _Seq[Any], params: Iterable[int] = (),
@@ -453,6 +454,7 @@ class Sequence(_Object):
     _destroy = "vyre_sequence_destroy"
     _keep: Any = None
     _downloads: Any = ()
+    _download_outs: Any = ()  # their host objects (fixed at creation), for the fast path
 
     def __init__(self, context: Context, steps: Iterable[Union[Step, Repeat]]) -> None:
         super().__init__(0, context)
@@ -494,6 +496,7 @@ class Sequence(_Object):
         # The steps hold the buffers, programs and host memory the library uses.
         self._keep = [flat]
         self._downloads = [step for step in flat if isinstance(step, DownloadStep)]
+        self._download_outs = tuple(step.out for step in self._downloads)
 
     @property
     def context(self) -> Context:
@@ -502,6 +505,11 @@ class Sequence(_Object):
     def run(self) -> Outputs:
         """Runs the steps and waits. Returns Outputs: the DOWNLOAD steps'
         host objects in step order, with .timing."""
+        fast = _loader._fast
+        if fast is not None:
+            result = fast.sequence_run(self._bits, self._download_outs)
+            if result is not NotImplemented:
+                return result
         timing = _new(TimingStruct)
         _call("vyre_sequence_run", self._h(), byref(timing))
         outputs = Outputs(step.out for step in self._downloads)

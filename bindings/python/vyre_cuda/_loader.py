@@ -111,7 +111,7 @@ def load(path: Optional[str] = None) -> ctypes.CDLL:
 # from this CDLL, so both paths use the same library instance.
 _FAST_FUNCTIONS = ("vyre_dispatch", "vyre_dispatch_async", "vyre_pending_wait",
                    "vyre_pending_timing", "vyre_graph_replay", "vyre_graph_replay_async",
-                   "vyre_buffer_upload", "vyre_buffer_download")
+                   "vyre_buffer_upload", "vyre_buffer_download", "vyre_sequence_run")
 
 
 def _setup_fast(lib: ctypes.CDLL) -> None:
@@ -128,10 +128,12 @@ def _setup_fast(lib: ctypes.CDLL) -> None:
         import array
         from ._context import Buffer, BufferRange
         from ._errors import _check
+        from ._host_memory import PinnedMemory
         from ._program import Outputs
         addresses = {name: ctypes.cast(getattr(lib, name), c_void_p).value
                      for name in _FAST_FUNCTIONS}
-        fast.init(addresses, Buffer, BufferRange, array.array, Outputs, _check)
+        fast.init(addresses, Buffer, BufferRange, array.array, PinnedMemory, Outputs,
+                  _check)
     except (ImportError, AttributeError, OSError, TypeError, ValueError) as e:
         _fast, _fast_reason = None, f"vyre_cuda._fast unavailable: {e}"
         if os.environ.get("VYRE_CUDA_REQUIRE_FAST") == "1":
