@@ -8,6 +8,10 @@ from ctypes import byref, c_uint32
 from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Optional, Tuple, Union
 # typing.Sequence as _Seq: this package's Sequence is the vyre sequence.
 from typing import Sequence as _Seq
+from typing import TypeVar
+
+# The type of `self` for context-manager entry (typing.Self needs 3.11).
+_H = TypeVar("_H")
 
 from . import _dlpack, _loader
 from ._cdefs import (BufferHandle, BufferInfoStruct, BufferWrapDescStruct, ContextDescStruct,
@@ -123,7 +127,7 @@ class _Object:
             return  # destroying the context already released this object
         _call(self._destroy, self._handle_type(bits))
 
-    def __enter__(self):
+    def __enter__(self: _H) -> _H:
         return self
 
     def __exit__(self, *exc: Any) -> None:

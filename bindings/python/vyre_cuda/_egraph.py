@@ -243,7 +243,7 @@ class EgraphRebuildResult:
                "rows_visited", "device_ns", "wall_ns", "changed_class_count", "full_rounds")
     __slots__ = _FIELDS + ("canonical", "timing")
 
-    def __init__(self, result, canonical=None):
+    def __init__(self, result: Any, canonical: Any = None) -> None:
         for name in self._FIELDS:
             setattr(self, name, getattr(result, name))
         self.canonical = canonical
@@ -349,7 +349,7 @@ class EgraphImage(_Object):
         return cls(*_node_columns(nodes, "EgraphImage.from_nodes"), **kwargs)
 
     @property
-    def context(self):
+    def context(self) -> Optional[Context]:
         """The Context of a GPU image; None for a CPU image."""
         return self._context
 

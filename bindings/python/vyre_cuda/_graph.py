@@ -96,12 +96,12 @@ class Graph(_Object):
         return self._context
 
     @property
-    def program(self):
+    def program(self) -> Optional[Program]:
         """The recorded Program (None for a sequence graph)."""
         return self._program
 
     @property
-    def from_sequence(self):
+    def from_sequence(self) -> bool:
         return self._sequence_keep is not None
 
     def _replay_desc(self, bindings, params, scalars, element_count, flags, stream=None):
@@ -279,7 +279,7 @@ class Graph(_Object):
               byref(update))
         del keep
 
-    def close(self):
+    def close(self) -> None:
         try:
             super().close()
         finally:
@@ -417,7 +417,8 @@ class DownloadStep(Step):
                                                             "DownloadStep")
 
     @property
-    def out(self):
+    def out(self) -> Any:
+        """The host object the step downloads into."""
         return self._ref.owner
 
     def _struct(self, keep):
@@ -522,7 +523,7 @@ class Sequence(_Object):
         _call("vyre_sequence_record", self._h(), byref(handle))
         return Graph._of_sequence(handle.bits, self)
 
-    def close(self):
+    def close(self) -> None:
         try:
             super().close()
         finally:

@@ -5,7 +5,10 @@ from __future__ import annotations
 import ctypes
 import threading
 from ctypes import byref, c_char, c_char_p, c_void_p
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Optional, TypeVar
+
+# The type of `self` for context-manager entry (typing.Self needs 3.11).
+_H = TypeVar("_H")
 
 from ._errors import _call
 
@@ -120,7 +123,7 @@ class PinnedMemory:
         return self.view
 
     @property
-    def array(self):
+    def array(self) -> Any:
         """A ctypes c_char array over the memory (supports the buffer protocol)."""
         if self._address is None:
             raise ValueError("PinnedMemory is closed. Fix: use it before close().")
@@ -139,7 +142,7 @@ class PinnedMemory:
             return
         _call("vyre_host_free", c_void_p(address))
 
-    def __enter__(self):
+    def __enter__(self: _H) -> _H:
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -177,7 +180,7 @@ class Registration:
             return
         _call("vyre_host_unregister", c_void_p(ref.address))
 
-    def __enter__(self):
+    def __enter__(self: _H) -> _H:
         return self
 
     def __exit__(self, *exc: Any) -> None:
