@@ -116,6 +116,9 @@ class EgraphImage {
   absl::Status UpdateIndex(const char* what);
   absl::Status EnsureIndexMemory(OwnedBytes* memory, EgraphCapacity* sized, CUdeviceptr* offsets,
                                  CUdeviceptr* rows_of, const char* what);
+  // Enqueues the inclusive prefix sum of scan.index_offsets[0,
+  // scan.scan_count) in place (scan_sums: scan.scan_blocks words).
+  absl::Status EnqueuePrefixSum(const VyreEgArgs& scan, const char* what) const;
   // Enqueues the counting sort of rows [first_row, rows_) by child class.
   absl::Status EnqueueIndexBuild(CUdeviceptr offsets, CUdeviceptr rows_of, uint64_t first_row,
                                  CUdeviceptr sums, const char* what);

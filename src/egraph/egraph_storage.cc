@@ -359,12 +359,15 @@ absl::Status EgraphImage::EnqueueIndexBuild(CUdeviceptr offsets, CUdeviceptr row
   build.scan_blocks = static_cast<uint32_t>((entries + kScanTile - 1) / kScanTile);
   const uint64_t rows = rows_ - first_row;
   VYRE_RETURN_IF_ERROR(Launch(kernels_.index_count, rows, build, what));
-  VYRE_RETURN_IF_ERROR(
-      LaunchShaped(kernels_.scan_reduce, build.scan_blocks, kScanThreads, 0, what, &build));
-  VYRE_RETURN_IF_ERROR(LaunchShaped(kernels_.scan_top, 1, 1024, 0, what, &build));
-  VYRE_RETURN_IF_ERROR(
-      LaunchShaped(kernels_.scan_down, build.scan_blocks, kScanThreads, 0, what, &build));
+  VYRE_RETURN_IF_ERROR(EnqueuePrefixSum(build, what));
   return Launch(kernels_.index_scatter, rows, build, what);
+}
+
+absl::Status EgraphImage::EnqueuePrefixSum(const VyreEgArgs& scan, const char* what) const {
+  VYRE_RETURN_IF_ERROR(
+      LaunchShaped(kernels_.scan_reduce, scan.scan_blocks, kScanThreads, 0, what, &scan));
+  VYRE_RETURN_IF_ERROR(LaunchShaped(kernels_.scan_top, 1, 1024, 0, what, &scan));
+  return LaunchShaped(kernels_.scan_down, scan.scan_blocks, kScanThreads, 0, what, &scan);
 }
 
 absl::Status EgraphImage::BuildIndex(const char* what) {
@@ -417,11 +420,7 @@ absl::Status EgraphImage::ReadChangedOnDevice(uint32_t* pairs, uint64_t count, c
   read.scan_count = static_cast<uint32_t>(words);
   read.scan_blocks = static_cast<uint32_t>(blocks);
   VYRE_RETURN_IF_ERROR(Launch(kernels_.changed_words, words, read, what));
-  VYRE_RETURN_IF_ERROR(
-      LaunchShaped(kernels_.scan_reduce, read.scan_blocks, kScanThreads, 0, what, &read));
-  VYRE_RETURN_IF_ERROR(LaunchShaped(kernels_.scan_top, 1, 1024, 0, what, &read));
-  VYRE_RETURN_IF_ERROR(
-      LaunchShaped(kernels_.scan_down, read.scan_blocks, kScanThreads, 0, what, &read));
+  VYRE_RETURN_IF_ERROR(EnqueuePrefixSum(read, what));
   VYRE_RETURN_IF_ERROR(Launch(kernels_.changed_emit, words, read, what));
   VYRE_CU(what, cuMemcpyDtoHAsync, pairs, read.pairs_out, count * 8, ctx.stream());
   ctx.telemetry().d2h_operations.Add();
