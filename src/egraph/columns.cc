@@ -3,6 +3,33 @@
 #include "base/status.h"
 
 namespace vyre::egraph {
+namespace {
+
+// A column NULL with entries declared; `Desc` is an image or append desc
+// (the same column names).
+template <typename Desc>
+absl::Status CheckColumnPointers(const Desc& d, const char* what) {
+  struct {
+    const void* pointer;
+    uint64_t count;
+    const char* name;
+  } columns[] = {
+      {d.row_classes, d.row_count, "row_classes"},     {d.row_ops, d.row_count, "row_ops"},
+      {d.child_offsets, d.row_count, "child_offsets"}, {d.child_lengths, d.row_count, "child_lengths"},
+      {d.children, d.child_count, "children"},
+  };
+  for (const auto& c : columns) {
+    if (c.count > 0 && c.pointer == nullptr) {
+      return Errorf(VYRE_STATUS_INVALID_ARGUMENT,
+                    "%s: %s is NULL but %u entries are declared. Fix: pass the column (one u32 "
+                    "per entry).",
+                    what, c.name, c.count);
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
 
 absl::Status CheckShape(const vyre_egraph_image_desc& d, const char* what) {
   if (d.row_count > kMaxRows) {
@@ -29,24 +56,7 @@ absl::Status CheckShape(const vyre_egraph_image_desc& d, const char* what) {
                   "the number of e-classes.",
                   what, d.row_count);
   }
-  struct {
-    const void* pointer;
-    uint64_t count;
-    const char* name;
-  } columns[] = {
-      {d.row_classes, d.row_count, "row_classes"},   {d.row_ops, d.row_count, "row_ops"},
-      {d.child_offsets, d.row_count, "child_offsets"}, {d.child_lengths, d.row_count, "child_lengths"},
-      {d.children, d.child_count, "children"},
-  };
-  for (const auto& c : columns) {
-    if (c.count > 0 && c.pointer == nullptr) {
-      return Errorf(VYRE_STATUS_INVALID_ARGUMENT,
-                    "%s: %s is NULL but %u entries are declared. Fix: pass the column (one u32 "
-                    "per entry).",
-                    what, c.name, c.count);
-    }
-  }
-  return absl::OkStatus();
+  return CheckColumnPointers(d, what);
 }
 
 absl::Status CheckCapacity(uint64_t rows, uint64_t classes, uint64_t children, const char* what) {
@@ -132,24 +142,7 @@ absl::Status CheckAppendShape(const vyre_egraph_append_desc& d, uint64_t rows, u
                   "can name its class. Fix: pass the new classes in class_count.",
                   what, d.row_count);
   }
-  struct {
-    const void* pointer;
-    uint64_t count;
-    const char* name;
-  } columns[] = {
-      {d.row_classes, d.row_count, "row_classes"},     {d.row_ops, d.row_count, "row_ops"},
-      {d.child_offsets, d.row_count, "child_offsets"}, {d.child_lengths, d.row_count, "child_lengths"},
-      {d.children, d.child_count, "children"},
-  };
-  for (const auto& c : columns) {
-    if (c.count > 0 && c.pointer == nullptr) {
-      return Errorf(VYRE_STATUS_INVALID_ARGUMENT,
-                    "%s: %s is NULL but %u entries are declared. Fix: pass the column (one u32 "
-                    "per entry).",
-                    what, c.name, c.count);
-    }
-  }
-  return absl::OkStatus();
+  return CheckColumnPointers(d, what);
 }
 
 ColumnsView ViewOf(const vyre_egraph_image_desc& d) {

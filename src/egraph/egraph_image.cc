@@ -286,6 +286,17 @@ uint64_t EgraphImage::ColumnOffset(uint32_t column) const {
 
 namespace {
 
+// Pair outputs (pass, changed read): NULL only with capacity 0.
+absl::Status CheckPairRoom(const uint32_t* pairs, uint64_t capacity, const char* what) {
+  if (capacity > 0 && pairs == nullptr) {
+    return Errorf(VYRE_STATUS_INVALID_ARGUMENT,
+                  "%s: pairs is NULL but pair_capacity is %u. Fix: pass room for 2 u32 per pair, "
+                  "or NULL with capacity 0 to ask the count.",
+                  what, capacity);
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CheckColumnRange(const char* what, uint32_t column, uint64_t first, uint64_t count,
                               uint64_t entries, const void* data, const char* data_name) {
   if (ColumnName(column) == nullptr) {
@@ -395,7 +406,7 @@ absl::Status EgraphImage::Write(uint32_t column, uint64_t first, uint64_t count,
     // Set before the copy: a failed copy may have landed in part. Rows'
     // forms change, so the next rebuild starts with a full round; new
     // children or ranges move rows in the parent index.
-    records_stale_ = column != VYRE_EGRAPH_COLUMN_CHILDREN || records_stale_;
+    if (column != VYRE_EGRAPH_COLUMN_CHILDREN) records_stale_ = true;
     table_valid_ = false;
     if (column != VYRE_EGRAPH_COLUMN_ROW_CLASSES && column != VYRE_EGRAPH_COLUMN_ROW_OPS) {
       index_stale_ = true;
@@ -445,14 +456,14 @@ absl::Status EgraphImage::PreparePass(const char* what) {
   // pass and the table never hold anything at once. args_.forms stays 0 so
   // that a rebuild's refresh does not write them; the pass sets it
   // (PassArgs).
-  uint64_t cursor = 0, list = 0, forms = 0;
-  Place(&cursor, rows_ * 8, &list);
-  Place(&cursor, rows_ * 16, &forms);
+  uint64_t cursor = 0;
+  Place(&cursor, rows_ * 8, &pass_list_at_);
+  Place(&cursor, rows_ * 16, &pass_forms_at_);
   // A table kept through a growth of the rows (Grow) may be too small for
   // them: then they go with the pass's own scratch.
   pass_list_bytes_ = cursor <= scratch_layout_.table_slots * 8 ? 0 : cursor;
-  args_.bucket_list = args_.table + list;
-  pass_forms_ = args_.table + forms;
+  args_.bucket_list = args_.table + pass_list_at_;
+  pass_forms_ = args_.table + pass_forms_at_;
   args_.bucket_slots = bucket_plan_.slots;
   args_.bucket_stage = bucket_plan_.stage;
   args_.bucket_count = bucket_plan_.buckets;
@@ -495,11 +506,8 @@ absl::Status EgraphImage::EnsurePassScratch(uint64_t pairs, const char* what) {
   part_segments_ = base + segments;
   args_.bucket_starts = base + starts;
   if (pass_list_bytes_ != 0) {  // as PreparePass lays them out in the table's span
-    uint64_t at = 0, list_at = 0, forms_at = 0;
-    Place(&at, rows_ * 8, &list_at);
-    Place(&at, rows_ * 16, &forms_at);
-    args_.bucket_list = base + list + list_at;
-    pass_forms_ = base + list + forms_at;
+    args_.bucket_list = base + list + pass_list_at_;
+    pass_forms_ = base + list + pass_forms_at_;
   }
   args_.pair_set_mask = static_cast<uint32_t>(set_slots - 1);
   args_.pair_capacity = static_cast<uint32_t>(capacity);
@@ -580,12 +588,7 @@ absl::Status EgraphImage::Pass(uint32_t* pairs, uint64_t capacity, uint64_t* out
                                const char* what) {
   std::lock_guard lock(mu_);
   VYRE_RETURN_IF_ERROR(CheckIdle(what));
-  if (capacity > 0 && pairs == nullptr) {
-    return Errorf(VYRE_STATUS_INVALID_ARGUMENT,
-                  "%s: pairs is NULL but pair_capacity is %u. Fix: pass room for 2 u32 per pair, "
-                  "or NULL with capacity 0 to ask the count.",
-                  what, capacity);
-  }
+  VYRE_RETURN_IF_ERROR(CheckPairRoom(pairs, capacity, what));
   std::vector<std::pair<uint32_t, uint32_t>> found;
   uint64_t count = 0;
   if (!gpu()) {
@@ -687,12 +690,7 @@ absl::Status EgraphImage::ReadChanged(uint32_t* pairs, uint64_t capacity, uint64
                                       const char* what) {
   std::lock_guard lock(mu_);
   VYRE_RETURN_IF_ERROR(CheckIdle(what));
-  if (capacity > 0 && pairs == nullptr) {
-    return Errorf(VYRE_STATUS_INVALID_ARGUMENT,
-                  "%s: pairs is NULL but pair_capacity is %u. Fix: pass room for 2 u32 per pair, "
-                  "or NULL with capacity 0 to ask the count.",
-                  what, capacity);
-  }
+  VYRE_RETURN_IF_ERROR(CheckPairRoom(pairs, capacity, what));
   const uint64_t count = gpu() ? changed_count_ : host_->changed().size();
   *out_count = count;
   if (capacity == 0 && pairs == nullptr) return absl::OkStatus();

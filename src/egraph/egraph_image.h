@@ -191,7 +191,10 @@ class EgraphImage {
   CUdeviceptr delta_offsets_ = 0, delta_rows_of_ = 0;
   CUdeviceptr scan_sums_[2] = {0, 0};  // of index_ and of delta_
   uint64_t pass_pair_capacity_ = 0;
-  uint64_t pass_list_bytes_ = 0;  // the pass's list and forms in pass_scratch_ (0: in the table's span)
+  // The pass's list and forms: bytes of them in pass_scratch_ (0: in the
+  // table's span), and their places within whichever span holds them.
+  uint64_t pass_list_bytes_ = 0;
+  uint64_t pass_list_at_ = 0, pass_forms_at_ = 0;
   VyreEgArgs args_{};
   std::shared_ptr<LoadedModule> module_;
   struct Kernels {

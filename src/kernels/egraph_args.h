@@ -20,7 +20,6 @@ struct VyreEgCounters {
   vyre_eg_u64 rows_visited;    // rows canonicalised over all rounds
   vyre_eg_u64 pair_count;      // pass: distinct pairs found
   vyre_eg_u32 merges_round;    // merges in the round running now
-  vyre_eg_u32 dirty_count;     // dirty rows this round's inserts visit
   vyre_eg_u32 placed;          // rows placed in the table since it was cleared
   vyre_eg_u32 done;            // 1: fixpoint (or max_rounds) reached; kernels return at once
   vyre_eg_u32 full;            // 1: this round clears the table and visits every row
