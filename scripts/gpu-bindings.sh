@@ -120,6 +120,18 @@ else
   unset VYRE_CUDA_TEST_FAKE_DRIVER VYRE_CUDA_DRIVER_LIBRARY
   mode="GPU (VYRE_CUDA_REQUIRE_GPU=1)"
 fi
+# The compiled fast path (vyre_cuda._fast) as the build made it for this
+# python3: the suite, the examples and the benchmark run through it, and a
+# module that fails to load is an error (VYRE_CUDA_REQUIRE_FAST=1), not a
+# silent fall back to ctypes. Without Python headers there, ctypes alone.
+fast_dir="$build/bindings/python/vyre_cuda_fast"
+py_soabi="$(python3 -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX") or "")' 2>/dev/null)"
+if [ -n "$py_soabi" ] && [ -e "$fast_dir/_fast$py_soabi" ]; then
+  export VYRE_CUDA_EXTENSION_DIR="$fast_dir" VYRE_CUDA_REQUIRE_FAST=1
+  fast_note="python: compiled path $fast_dir/_fast$py_soabi"
+else
+  fast_note="NOTE: python: no $fast_dir/_fast$py_soabi (the build found no Python headers for $(command -v python3)): ctypes path only"
+fi
 # Example sizes: a million elements on the GPU, fewer on the (host) fake.
 n_example=$([ "$fake" = 1 ] && echo 100000 || echo 1048576)
 
@@ -127,6 +139,7 @@ gpu="$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/n
 note "bindings on ${gpu:-no nvidia-smi}; mode: $mode"
 note "library: $lib"
 [ -n "${kernels_note:-}" ] && note "$kernels_note"
+note "$fast_note"
 # The carried tarball (stage-binding-tests.sh) replaces any unpacked copy.
 if [ -f "$stage.tar.xz" ]; then
   rm -rf "$stage"
