@@ -117,7 +117,7 @@ absl::Status EgraphImage::LoadKernels(const char* what) {
       {&kernels_.compress, "vyre_eg_compress"},         {&kernels_.settle, "vyre_eg_settle"},
       {&kernels_.relink, "vyre_eg_relink"},
       {&kernels_.signatures, "vyre_eg_signatures"},
-      {&kernels_.clear_table, "vyre_eg_clear_table"},   {&kernels_.refresh, "vyre_eg_refresh"},
+      {&kernels_.refresh, "vyre_eg_refresh"},
       {&kernels_.insert, "vyre_eg_insert"},             {&kernels_.round_end, "vyre_eg_round_end"},
       {&kernels_.pass_group, "vyre_eg_pass_group"},     {&kernels_.pass_emit, "vyre_eg_pass_emit"},
       {&kernels_.pack_rows, "vyre_eg_pack_rows"},

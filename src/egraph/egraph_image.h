@@ -200,7 +200,7 @@ class EgraphImage {
   struct Kernels {
     CUfunction init_parent = nullptr, apply_unions = nullptr, compress = nullptr, settle = nullptr;
     CUfunction relink = nullptr;
-    CUfunction signatures = nullptr, clear_table = nullptr, refresh = nullptr, insert = nullptr;
+    CUfunction signatures = nullptr, refresh = nullptr, insert = nullptr;
     CUfunction round_end = nullptr, pass_group = nullptr, pass_emit = nullptr;
     CUfunction pack_rows = nullptr;
     CUfunction part_count = nullptr, part_prefix = nullptr, part_scatter = nullptr;

@@ -14,8 +14,15 @@ namespace {
 
 constexpr uint32_t kKnownFlags = VYRE_EGRAPH_REBUILD_RESET | VYRE_EGRAPH_REBUILD_DEVICE_TIMING |
                                  VYRE_EGRAPH_REBUILD_COLLIDING_HASH;
-// Rounds in the first batch; each later batch doubles, up to the cap.
-constexpr uint32_t kFirstBatch = 4;
+// Rounds in the first batch; each later batch doubles, up to the cap. A
+// round enqueued past the fixpoint still costs its launches (about 20 us
+// on an H100, every kernel finding the rebuild done), more than the host's
+// turn between batches. A full rebuild takes depth + 2 rounds (four or
+// more); an incremental one after a few unions or appends often one to
+// three, so it starts with one and grows 1, 2, 4: no round of the
+// one-union case is wasted, and three rounds cost one turn.
+constexpr uint32_t kFirstFullBatch = 4;
+constexpr uint32_t kFirstIncrementalBatch = 1;
 constexpr uint32_t kMaxBatch = 64;
 // Up to this many unions, relink walks each linked root's chain directly;
 // more are compressed over every class first.
@@ -122,9 +129,11 @@ absl::Status EgraphRebuild::StartOnHost(const vyre_egraph_rebuild_desc& desc, co
 absl::Status EgraphRebuild::EnqueueRounds(uint32_t rounds, const char* what) {
   EgraphImage& im = *image_;
   const VyreEgArgs& a = im.args_;
+  VyreEgArgs round_refresh = a;
+  round_refresh.clears_table = 1;  // a full round's refresh empties the table first
+  const uint64_t refresh_items = std::max<uint64_t>(im.rows_, im.scratch_layout_.table_slots / 2);
   for (uint32_t i = 0; i < rounds; ++i) {
-    VYRE_RETURN_IF_ERROR(im.Launch(im.kernels_.clear_table, im.scratch_layout_.table_slots, a, what));
-    VYRE_RETURN_IF_ERROR(im.Launch(im.kernels_.refresh, im.rows_, a, what));
+    VYRE_RETURN_IF_ERROR(im.Launch(im.kernels_.refresh, refresh_items, round_refresh, what));
     VYRE_RETURN_IF_ERROR(im.Launch(im.kernels_.insert, im.rows_, a, what));
     VYRE_RETURN_IF_ERROR(im.Launch(im.kernels_.relink, im.classes_, a, what));
     VYRE_RETURN_IF_ERROR(im.Launch(im.kernels_.mark_parents, im.classes_, a, what));
@@ -178,7 +187,7 @@ absl::Status EgraphRebuild::StartOnDevice(const vyre_egraph_rebuild_desc& desc, 
   if (desc.union_count > 0) start_parent_state_ = VYRE_EG_PARENT_FLAT;  // relink's
   im.args_.parent_state = start_parent_state_;
   im.parent_state_ = VYRE_EG_PARENT_ANY;
-  batch_ = kFirstBatch;
+  batch_ = incremental ? kFirstIncrementalBatch : kFirstFullBatch;
   VYRE_RETURN_IF_ERROR(EnqueueRounds(batch_, what));
   if (done_) VYRE_CU(what, cuEventRecord, done_.get(), stream);
   return absl::OkStatus();

@@ -122,7 +122,9 @@ struct VyreEgArgs {
   vyre_eg_u32 first_row, first_class, child_base, child_limit;
   // The prefix sum's entries (index_offsets: classes + 1).
   vyre_eg_u32 scan_count, scan_blocks;
-  vyre_eg_u32 index_classes, unused1;
+  // 1 for a rebuild round's refresh: a full round empties the table first.
+  // 0 for the pass's, whose list and forms live in the table's span.
+  vyre_eg_u32 index_classes, clears_table;
 };
 
 // Nothing known: walk each class to its root.

@@ -620,6 +620,40 @@ TEST_F(ResultsTest, PoolLimitsCapTheCachedBytes) {
   EXPECT_VYRE_OK(vyre_context_destroy(small));
 }
 
+// A large block coming back to a full pool makes room by freeing the
+// largest cached blocks, so the small blocks every call takes stay cached:
+// the small dispatch after a large one allocates nothing.
+TEST_F(ResultsTest, PoolEvictionKeepsTheSmallBlocks) {
+  vyre_context_desc desc = VYRE_CONTEXT_DESC_INIT;
+  desc.transient_pool_limit_bytes = 2 << 20;
+  desc.pinned_pool_limit_bytes = 2 << 20;
+  vyre_context small = vyre_context{0};
+  ASSERT_VYRE_OK(vyre_context_create(&desc, &small));
+  vyre_program add = MakeProgram(small, AddSpec());
+  // Each dispatch takes one block of each pool for its three buffers: 3 KiB
+  // (a 4 KiB class), 768 KiB (1 MiB) and 1.2 MB (1.25 MiB). The third comes
+  // back to a pool holding 4 KiB + 1 MiB: freeing the 1 MiB block makes room.
+  HostAdd tiny(1 << 8);
+  HostAdd mid(1 << 16);
+  HostAdd large(100000);
+  ASSERT_VYRE_OK(Dispatch(add, tiny.spec));
+  ASSERT_VYRE_OK(Dispatch(add, mid.spec));
+  ASSERT_VYRE_OK(Dispatch(add, large.spec));
+  EXPECT_TRUE(SameU32(mid.out, mid.Expected()));
+  EXPECT_TRUE(SameU32(large.out, large.Expected()));
+  const vyre_telemetry before = Telemetry(small);
+  std::fill(tiny.out.begin(), tiny.out.end(), kPoison);
+  ASSERT_VYRE_OK(Dispatch(add, tiny.spec));
+  EXPECT_TRUE(SameU32(tiny.out, tiny.Expected()));
+  const vyre_telemetry after = Telemetry(small);
+  EXPECT_EQ(after.transient_pool_misses, before.transient_pool_misses);
+  EXPECT_EQ(after.pinned_pool_misses, before.pinned_pool_misses);
+  EXPECT_LE(after.transient_pool_cached_bytes, desc.transient_pool_limit_bytes);
+  EXPECT_LE(after.pinned_pool_cached_bytes, desc.pinned_pool_limit_bytes);
+  EXPECT_VYRE_OK(vyre_program_destroy(add));
+  EXPECT_VYRE_OK(vyre_context_destroy(small));
+}
+
 // ---------------------------------------------------------------------------
 // Code kinds: binaries and CUDA C++ through NVRTC
 // ---------------------------------------------------------------------------

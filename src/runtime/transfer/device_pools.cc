@@ -1,6 +1,9 @@
 #include "runtime/transfer/device_pools.h"
 
+#include <algorithm>
+#include <functional>
 #include <utility>
+#include <vector>
 
 #include "base/checked_math.h"
 #include "absl/strings/str_cat.h"
@@ -105,19 +108,29 @@ void BlockPool::Release(uint64_t address, uint64_t capacity) {
   {
     std::lock_guard lock(mu_);
     // The block just used is the likeliest to be wanted next: make room for
-    // it by freeing older cached blocks rather than dropping it.
-    if (capacity <= cache_limit_) {
-      for (auto it = free_.begin(); cached_bytes_ + capacity > cache_limit_ && it != free_.end();) {
-        std::vector<uint64_t>& list = it->second;
+    // it by freeing cached blocks rather than dropping it, the largest
+    // first. They make room with the fewest frees, and a small block costs
+    // as much to allocate again as a large one (a pinned one about a
+    // millisecond): freed in the map's order, the few small blocks a
+    // rebuild or an append takes every time went whenever a large staging
+    // block came back, and the next call paid for them again.
+    if (capacity <= cache_limit_ && cached_bytes_ + capacity > cache_limit_) {
+      std::vector<uint64_t> classes;
+      for (const auto& [size_class, list] : free_) {
+        if (!list.empty()) classes.push_back(size_class);
+      }
+      std::sort(classes.begin(), classes.end(), std::greater<uint64_t>());
+      for (uint64_t size_class : classes) {
+        std::vector<uint64_t>& list = free_[size_class];
         while (!list.empty() && cached_bytes_ + capacity > cache_limit_) {
-          FreeRaw(list.back(), it->first);
+          FreeRaw(list.back(), size_class);
           list.pop_back();
-          cached_bytes_ -= it->first;
+          cached_bytes_ -= size_class;
           (kind_ == PoolKind::kDevice ? telemetry_->transient_pool_cached_bytes
                                       : telemetry_->pinned_pool_cached_bytes)
-              .Sub(it->first);
+              .Sub(size_class);
         }
-        ++it;
+        if (cached_bytes_ + capacity <= cache_limit_) break;
       }
     }
     if (cached_bytes_ + capacity <= cache_limit_) {
