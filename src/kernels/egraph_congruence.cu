@@ -282,20 +282,27 @@ __device__ __forceinline__ u32 WarpTake(u32* cursor, bool take) {
 
 constexpr u32 kBlockThreads = 256;
 
-// Deals the set bits of `bits` (n bits) out to the lanes: a warp takes 32
-// words (1024 bits) at a time and hands their set bits out 32 a step, so
-// every lane works while the bits stay close together. Every lane of the
-// warp calls body(index, valid) at each step (valid false for a lane left
-// without a bit), so the body may use warp collectives. With `clear`, each
-// non-zero word is zeroed once read (a worklist consumed by this kernel).
+// Deals the set bits of `bits` (n bits) out to the lanes. Word i of the
+// bitset goes to warp i mod (the grid's warps): a warp takes 32 words a step,
+// one a lane, a grid apart, and hands their set bits out 32 a step, so every
+// lane works and the 32 rows of one word go to consecutive lanes. Handing
+// each warp 32 consecutive words instead left a dense run of bits (a batch
+// of appended rows) to a few warps, 32 steps each of dependent loads: 380 us
+// of a 16 M image's insert after appending 1% of its rows, against 15 us for
+// as many scattered rows. Every lane of the warp calls body(index, valid) at
+// each step (valid false for a lane left without a bit), so the body may use
+// warp collectives. With `clear`, each non-zero word is zeroed once read (a
+// worklist consumed by this kernel).
 template <typename Body>
 __device__ __forceinline__ void ForEachSetBit(const u32* bits, u32 n, Body&& body,
                                               u32* clear = nullptr) {
   const u32 lane = threadIdx.x & 31u;
-  const u32 words = (n + 31u) / 32u;
-  for (u32 first = (GlobalIndex() >> 5) * 32u; first < words; first += GridStride()) {
-    const u32 word = first + lane < words ? bits[first + lane] : 0u;
-    if (clear != nullptr && word != 0u) clear[first + lane] = 0u;
+  const u64 words = (u64{n} + 31u) / 32u;
+  const u64 warps = GridStride() / 32u;
+  for (u64 first = GlobalIndex() / 32u; first < words; first += warps * 32u) {
+    const u64 mine = first + lane * warps;  // this lane's word
+    const u32 word = mine < words ? bits[mine] : 0u;
+    if (clear != nullptr && word != 0u) clear[mine] = 0u;
     u32 inclusive = __popc(word);  // set bits in this lane's word and the ones before
     for (int offset = 1; offset < 32; offset <<= 1) {
       const u32 before = __shfl_up_sync(0xFFFFFFFFu, inclusive, offset);
@@ -320,7 +327,7 @@ __device__ __forceinline__ void ForEachSetBit(const u32* bits, u32 n, Body&& bod
       u32 index = 0;
       if (j < total) {
         for (u32 t = 0; t < skip; ++t) bits_of &= bits_of - 1u;
-        index = (first + lo) * 32u + static_cast<u32>(__ffs(bits_of) - 1);
+        index = static_cast<u32>((first + lo * warps) * 32u) + static_cast<u32>(__ffs(bits_of) - 1);
       }
       body(index, j < total);
     }
