@@ -4,7 +4,11 @@
  * u32) through vyre_dispatch,
  *   resident: inputs and output in resident buffers (dispatch waits);
  *   host:     inputs read from host memory, the sum written back to host
- *             memory (one vyre_dispatch over borrowed host vectors).
+ *             memory (one vyre_dispatch over borrowed host vectors);
+ *   replay:   the resident dispatch recorded once as a graph
+ *             (vyre_graph_record) and replayed with its ranges kept
+ *             (vyre_graph_replay, which waits), as Python's Graph.replay()
+ *             does (issue 21).
  * Each call is timed alone on CLOCK_MONOTONIC after --warmup calls; the
  * median, p10 and p90 of --iterations calls are printed as one JSON line per
  * case ("OVERHEAD {...}"), the format the Rust, Go and Python counterparts
@@ -72,18 +76,35 @@ static void verify(const uint32_t* out, const uint32_t* a, const uint32_t* b, co
   }
 }
 
-/* Times `iterations` dispatches of desc after `warmup` and prints its line. */
-static void measure(const char* name, vyre_program program, const vyre_dispatch_desc* desc,
-                    int iterations, int warmup, const char* device) {
+/* One timed call: a dispatch of `desc` or a replay of `graph`. */
+typedef struct {
+  vyre_program program;
+  const vyre_dispatch_desc* desc;
+  vyre_graph graph;
+  const vyre_graph_replay_desc* replay;
+} call_spec;
+
+static vyre_status call_once(const call_spec* c, vyre_timing* timing) {
+  if (c->desc != NULL) return vyre_dispatch(c->program, c->desc, timing);
+  return vyre_graph_replay(c->graph, c->replay, timing);
+}
+
+/* Times `iterations` calls after `warmup` and prints the case's line. */
+static void measure(const char* name, const call_spec* c, int iterations, int warmup,
+                    const char* device) {
   double* samples = malloc(sizeof(double) * (size_t)iterations);
   vyre_timing timing = VYRE_TIMING_INIT;
+  const char* what = c->desc != NULL ? "vyre_dispatch" : "vyre_graph_replay";
   if (!samples) exit(1);
-  for (int i = 0; i < warmup; ++i) CHECK(vyre_dispatch(program, desc, &timing));
+  for (int i = 0; i < warmup; ++i) {
+    vyre_status st = call_once(c, &timing);
+    if (st != VYRE_STATUS_OK) fail(what, st);
+  }
   for (int i = 0; i < iterations; ++i) {
     double t0 = now_us();
-    vyre_status st = vyre_dispatch(program, desc, &timing);
+    vyre_status st = call_once(c, &timing);
     samples[i] = now_us() - t0;
-    if (st != VYRE_STATUS_OK) fail("vyre_dispatch", st);
+    if (st != VYRE_STATUS_OK) fail(what, st);
   }
   qsort(samples, (size_t)iterations, sizeof(double), compare);
   double median = iterations % 2 ? samples[iterations / 2]
@@ -173,13 +194,33 @@ int main(int argc, char** argv) {
   CHECK(vyre_dispatch(program, &hdesc, NULL));
   verify(out, a, b, "host");
 
-  measure("resident", program, &rdesc, iterations, warmup, info.name);
+  /* The same resident dispatch as a graph, replayed keeping its ranges. */
+  vyre_graph graph;
+  CHECK(vyre_graph_record(program, &rdesc, &graph));
+  const vyre_graph_replay_desc replay = VYRE_GRAPH_REPLAY_DESC_INIT;
+  static const uint32_t zeros[N];
+  CHECK(vyre_buffer_upload(dout, 0, zeros, 4 * N));
+  CHECK(vyre_graph_replay(graph, &replay, NULL));
   memset(out, 0, sizeof out);
-  measure("host", program, &hdesc, iterations, warmup, info.name);
+  CHECK(vyre_buffer_download(dout, 0, out, 4 * N));
+  verify(out, a, b, "replay");
+
+  const call_spec resident_call = {program, &rdesc, {0}, NULL};
+  const call_spec host_call = {program, &hdesc, {0}, NULL};
+  const call_spec replay_call = {program, NULL, graph, &replay};
+  measure("resident", &resident_call, iterations, warmup, info.name);
+  memset(out, 0, sizeof out);
+  measure("host", &host_call, iterations, warmup, info.name);
   verify(out, a, b, "host, after timing");
   memset(out, 0, sizeof out);
   CHECK(vyre_buffer_download(dout, 0, out, 4 * N));
   verify(out, a, b, "resident, after timing");
+  CHECK(vyre_buffer_upload(dout, 0, zeros, 4 * N));
+  measure("replay", &replay_call, iterations, warmup, info.name);
+  memset(out, 0, sizeof out);
+  CHECK(vyre_buffer_download(dout, 0, out, 4 * N));
+  verify(out, a, b, "replay, after timing");
+  CHECK(vyre_graph_destroy(graph));
 
   CHECK(vyre_buffer_free(da));
   CHECK(vyre_buffer_free(db));

@@ -25,7 +25,11 @@
 #                 medians and its delta to C taken round by round (against
 #                 the C run of the same round), then the median of those
 #                 deltas, with the per-round numbers below it. CuPy and
-#                 PyTorch (seconds to import) run once, after the rounds.
+#                 PyTorch (seconds to import) run once, after the rounds,
+#                 with vyre over their arrays. Below the table: graph replay
+#                 (C and Python), the natural numpy call (against C host),
+#                 issue 21's targets each MET / NOT MET with its numbers,
+#                 and the compiled fast path against the ctypes path.
 #   --bench-only  the benchmark alone.
 #   --fake        the plumbing on a machine without a GPU: the test suite's
 #                 fake driver (BUILD/tests/support/libfake_cuda.so) with
@@ -323,8 +327,8 @@ if [ "$bench" = 1 ]; then
     step "bench-python-r$round" . "${python_cmd[@]}" bindings/python/bench_overhead.py \
       --rows vyre --iterations "$py_it_r" --warmup "$py_wu_r" --json "$work/python-r$round.json"
   done
-  # CuPy, PyTorch and vyre over torch tensors: one run after the rounds
-  # (they skip on the fake driver).
+  # CuPy, PyTorch and vyre over torch tensors and CuPy arrays: one run
+  # after the rounds (they skip on the fake driver).
   step bench-python-libs . "${python_cmd[@]}" bindings/python/bench_overhead.py --rows libs \
     --iterations "$py_iterations" --warmup "$py_warmup" --json "$work/python-libs.json"
   python3 - "$work" "$out/binding-overhead.md" "$gpu" "$mode" "$rounds" "$it_r" "$wu_r" \
@@ -343,13 +347,21 @@ for line in open(os.path.join(work, "results.jsonl")):
 labels = {"vyre resident": ("Python (vyre_cuda)", "resident"),
           "vyre host": ("Python (vyre_cuda)", "host"),
           "vyre over torch tensors": ("Python (vyre_cuda over torch tensors)", "resident"),
+          "vyre over cupy arrays": ("Python (vyre_cuda over cupy arrays)", "resident"),
+          "vyre graph replay": ("Python (vyre_cuda)", "replay"),
+          "vyre numpy": ("Python (vyre_cuda)", "natural"),
           "cupy resident": ("CuPy", "resident"), "cupy host": ("CuPy", "host"),
           "torch resident": ("PyTorch", "resident"), "torch host": ("PyTorch", "host")}
+paths = {}  # Python row label -> {"compiled": [medians], "ctypes": [medians]} (--paths both)
 def python_results(path):
     global device
     p = json.load(open(path))
     device = device or p.get("device")
     for label, r in p["results"].items():
+        if "ctypes_median_us" in r:
+            for path_ in ("compiled", "ctypes"):
+                paths.setdefault(label, {}).setdefault(path_, []).append(
+                    r[path_ + "_median_us"])
         for prefix, key in labels.items():
             if label.startswith(prefix):
                 yield key, r["median_us"]
@@ -364,13 +376,14 @@ if os.path.exists(libs):
     skipped = json.load(open(libs)).get("skipped", [])
 rows = sorted({row for row, _ in list(runs) + list(single)})
 order = ["C", "Rust", "Go", "Python (vyre_cuda)", "Python (vyre_cuda over torch tensors)",
-         "CuPy", "PyTorch"]
+         "Python (vyre_cuda over cupy arrays)", "CuPy", "PyTorch"]
 rows = [r for r in order if r in rows] + [r for r in rows if r not in order]
 def median(values):
     return statistics.median(values) if values else None
-def cell(row, case):
-    """(median over the rounds or of the one run, delta over C, runs)."""
-    c = runs.get(("C", case), {})
+def cell(row, case, c_case=None):
+    """(median over the rounds or of the one run, delta over C's c_case
+    (default the same case), runs, runs paired with C)."""
+    c = runs.get(("C", c_case or case), {})
     per_round = runs.get((row, case))
     if per_round:
         deltas = [v - c[k] for k, v in per_round.items() if k in c]
@@ -396,7 +409,8 @@ lines = [f"GPU: {gpu or device or 'unknown'} (vyre device name: {device or 'unkn
          "the median of a language's per-round medians; delta = the median over the rounds of "
          "(its median minus C's median in the same round), so a run that lands in the other mode "
          "of the bimodal host path than its C partner moves one round, not the result. "
-         f"CuPy, PyTorch and vyre over torch tensors: one run after the rounds ({py_it} calls "
+         f"CuPy, PyTorch and vyre over torch tensors and CuPy arrays: one run after the "
+         f"rounds ({py_it} calls "
          f"after {py_wu}; importing them takes seconds a process), delta against C's median.",
          "",
          "| language / library | resident 4 KiB median (us) | host 4 KiB median (us) | "
@@ -428,6 +442,72 @@ if v is not None:
 lines += ["", "Targets (issue 8): " + "; ".join(targets) + "."]
 if skipped:
     lines.append("Skipped: " + "; ".join(skipped) + ".")
+# Issue 21: graph replay and the natural numpy call, then each target.
+PY = "Python (vyre_cuda)"
+lines += ["", "Other cases (issue 21): replay = the resident dispatch recorded as a graph and "
+          "replayed keeping its ranges, waiting (C: vyre_graph_replay; Python: Graph.replay()); "
+          "natural = prog.dispatch([numpy a, b, out], params=[n], grid=(1, 1, 1), "
+          "block=(1024, 1, 1)) on three 4 KiB numpy arrays, against C's host case.", "",
+          "| case | C median (us) | Python median (us) | delta over C (us) | runs |",
+          "|---|---:|---:|---:|---|"]
+for case, c_case in (("replay", "replay"), ("natural", "host")):
+    v, d, n, paired = cell(PY, case, c_case)
+    cv = median(list(runs.get(("C", c_case), {}).values()))
+    name = case if c_case == case else f"{case} (C: {c_case})"
+    lines.append(f"| {name} | {fmt(cv)} | {fmt(v)} | {fmt(d, True)} | "
+                 f"{n} ({paired} paired with C) |")
+def verdict(checks):
+    """checks: [(label, value or None, limit)]: MET, NOT MET, or NOT
+    MEASURED (something missing, nothing failed)."""
+    if any(v is not None and v > limit for _, v, limit in checks):
+        return "NOT MET"
+    if any(v is None for _, v, _ in checks):
+        return "NOT MEASURED (" + ", ".join(l for l, v, _ in checks if v is None) + ")"
+    return "MET"
+c_res = median(list(runs.get(("C", "resident"), {}).values()))
+c_host = median(list(runs.get(("C", "host"), {}).values()))
+c_replay = median(list(runs.get(("C", "replay"), {}).values()))
+py_res, py_res_d = cell(PY, "resident")[:2]
+cupy_res = cell("CuPy", "resident")[0]
+torch_res = cell("PyTorch", "resident")[0]
+def minus(x, y):
+    return None if x is None or y is None else x - y
+t21 = []
+t21.append(f"- resident 4 KiB: Python {fmt(py_res)} us, C {fmt(c_res)} us, delta "
+           f"{fmt(py_res_d, True)} us (target <= +1.5); CuPy add {fmt(cupy_res)} us (Python "
+           f"minus CuPy {fmt(minus(py_res, cupy_res), True)}), PyTorch add {fmt(torch_res)} us "
+           f"(Python minus PyTorch {fmt(minus(py_res, torch_res), True)}); target: <= C + 1.5 "
+           f"and no slower than either: " + verdict(
+               [("Python/C", py_res_d, 1.5), ("CuPy", minus(py_res, cupy_res), 0.0),
+                ("PyTorch", minus(py_res, torch_res), 0.0)]))
+py_host, py_host_d = cell(PY, "host")[:2]
+t21.append(f"- host 4 KiB: Python {fmt(py_host)} us, C {fmt(c_host)} us, delta "
+           f"{fmt(py_host_d, True)} us; target <= C + 2: "
+           + verdict([("Python/C", py_host_d, 2.0)]))
+for row, what in (("Python (vyre_cuda over torch tensors)", "over PyTorch tensors"),
+                  ("Python (vyre_cuda over cupy arrays)", "over CuPy arrays")):
+    v, d = cell(row, "resident")[:2]
+    t21.append(f"- dispatch {what}: {fmt(v)} us, C resident {fmt(c_res)} us, delta "
+               f"{fmt(d, True)} us; target <= C resident + 3: "
+               + verdict([(what, d, 3.0)]))
+v, d = cell(PY, "natural", "host")[:2]
+t21.append(f"- the natural numpy call: {fmt(v)} us, C host {fmt(c_host)} us, delta "
+           f"{fmt(d, True)} us; target <= C host + 3: " + verdict([("numpy call", d, 3.0)]))
+v, d = cell(PY, "replay")[:2]
+t21.append(f"- graph replay: Python {fmt(v)} us, C {fmt(c_replay)} us, delta {fmt(d, True)} us; "
+           f"target <= C replay + 1.5: " + verdict([("replay", d, 1.5)]))
+lines += ["", "Issue 21 targets (deltas as in the tables: per-round pairs with C where the row "
+          "ran in the rounds, else against C's median over the rounds):", ""] + t21
+if paths:
+    lines += ["", "Compiled fast path (vyre_cuda._fast) vs the ctypes path "
+              "(VYRE_CUDA_PURE_PYTHON=1), same process, interleaved (bench_overhead.py --paths "
+              "both); medians over the runs of each path's median (us):", "",
+              "| Python row | compiled | ctypes | saved by the compiled path | runs |",
+              "|---|---:|---:|---:|---|"]
+    for label, r in paths.items():
+        comp, ct = median(r.get("compiled", [])), median(r.get("ctypes", []))
+        lines.append(f"| {label} | {fmt(comp)} | {fmt(ct)} | {fmt(minus(ct, comp), True)} | "
+                     f"{len(r.get('compiled', []))} |")
 # Per round: each run's median, and (delta) its difference to C's run of the
 # same round; best: the fastest round (the fast mode, when any run found it).
 header = "".join(f" round {k} |" for k in range(1, rounds + 1))

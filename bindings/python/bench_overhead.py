@@ -19,7 +19,7 @@ times one.
 
 --rows vyre times vyre's own rows only (CuPy and PyTorch are not imported: a
 quick process, as scripts/gpu-bindings.sh --bench runs in each round); --rows
-libs times CuPy, PyTorch and vyre over torch tensors only.
+libs times CuPy, PyTorch, and vyre over CuPy arrays and torch tensors only.
 
 The library is the installed package's, or VYRE_CUDA_LIBRARY's (e.g.
 build/gpu/src/libvyre_cuda.so).
@@ -110,7 +110,7 @@ def vyre_rows(a, b, want):
     return ctx, prog, rows, device
 
 
-def cupy_rows(a, b, want):
+def cupy_rows(a, b, want, prog=None):
     import cupy as cp
     import numpy as np
     na, nb = np.frombuffer(a, dtype=np.uint32), np.frombuffer(b, dtype=np.uint32)
@@ -127,8 +127,18 @@ def cupy_rows(a, b, want):
 
     if host().tolist() != want:
         raise SystemExit("cupy host: wrong result")
-    return {"cupy resident 4 KiB (add, synchronize)": resident,
+    rows = {"cupy resident 4 KiB (add, synchronize)": resident,
             "cupy host 4 KiB (asarray x2, add, get)": host}
+    if prog is not None:
+        params = [N]
+        arrays = [ca, cb, cout]
+        cout.fill(0)
+        prog.dispatch(arrays, params=params)
+        if cout.get().tolist() != want:
+            raise SystemExit("vyre over cupy arrays: wrong result")
+        rows["vyre over cupy arrays 4 KiB (cached wrap, dispatch)"] = (
+            lambda: prog.dispatch(arrays, params=params))
+    return rows
 
 
 def torch_rows(a, b, want, prog=None):
@@ -159,7 +169,7 @@ def torch_rows(a, b, want, prog=None):
         got = [v & 0xFFFFFFFF for v in dout.tolist()]
         if got != want:
             raise SystemExit("vyre over torch tensors: wrong result")
-        rows["vyre over torch tensors 4 KiB (DLPack wrap, dispatch)"] = (
+        rows["vyre over torch tensors 4 KiB (cached wrap, dispatch)"] = (
             lambda: prog.dispatch(tensors, params=params))
     return rows
 
@@ -171,8 +181,8 @@ def main():
     parser.add_argument("--json", help="also write the results here")
     parser.add_argument("--rows", choices=("all", "vyre", "libs"), default="all",
                         help="vyre: vyre_cuda's resident and host rows only (no CuPy or "
-                             "PyTorch import); libs: CuPy, PyTorch and vyre over torch "
-                             "tensors only; all (default): both")
+                             "PyTorch import); libs: CuPy, PyTorch and vyre over their "
+                             "arrays only; all (default): both")
     parser.add_argument("--paths", choices=("both", "compiled", "ctypes"), default=None,
                         help="vyre rows through the compiled fast path, the ctypes path, "
                              "or both interleaved (default: both when the compiled module "
@@ -203,7 +213,7 @@ def main():
     if args.rows == "libs":
         rows = {}
     skipped = []
-    libs = (("cupy", lambda: cupy_rows(a, b, want)),
+    libs = (("cupy", lambda: cupy_rows(a, b, want, prog)),
             ("torch", lambda: torch_rows(a, b, want, prog)))
     for name, build in libs if args.rows != "vyre" else ():
         try:

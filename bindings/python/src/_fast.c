@@ -33,6 +33,9 @@ static __typeof__(vyre_graph_replay_async)* p_graph_replay_async;
 static __typeof__(vyre_buffer_upload)* p_buffer_upload;
 static __typeof__(vyre_buffer_download)* p_buffer_download;
 static __typeof__(vyre_sequence_run)* p_sequence_run;
+/* Optional (an older library may lack them): NULL sends the call to ctypes. */
+static __typeof__(vyre_context_wait_stream)* p_context_wait_stream;
+static __typeof__(vyre_context_signal_stream)* p_context_signal_stream;
 
 /* The package's types and its error raiser, from init(). */
 static PyTypeObject* t_buffer;
@@ -65,6 +68,8 @@ static PyObject* s_vyre_graph_replay_async;
 static PyObject* s_vyre_buffer_upload;
 static PyObject* s_vyre_buffer_download;
 static PyObject* s_vyre_sequence_run;
+static PyObject* s_vyre_context_wait_stream;
+static PyObject* s_vyre_context_signal_stream;
 
 enum { OK = 0, FALLBACK = 1, ERR = -1 };
 
@@ -770,6 +775,44 @@ static PyObject* fast_buffer_download(PyObject* self, PyObject* const* args, Py_
   return owner;
 }
 
+/* context_wait_stream(context_bits, cu_stream) / context_signal_stream(...)
+ * -> None: vyre_context_wait_stream / vyre_context_signal_stream, for the
+ * ordering of a dispatch over foreign arrays after (before) their producers'
+ * streams. NotImplemented when the library lacks the call or an argument is
+ * not a plain int in range (the ctypes path then judges it). */
+static PyObject* order_stream(PyObject* const* args, Py_ssize_t nargs, int wait) {
+  if (nargs != 2) {
+    PyErr_SetString(PyExc_TypeError,
+                    wait ? "vyre_cuda._fast.context_wait_stream takes 2 arguments"
+                         : "vyre_cuda._fast.context_signal_stream takes 2 arguments");
+    return NULL;
+  }
+  if (!ready()) return NULL;
+  __typeof__(vyre_context_wait_stream)* fn =
+      wait ? p_context_wait_stream : p_context_signal_stream;
+  vyre_context context;
+  uint64_t stream;
+  if (fn == NULL || !PyLong_CheckExact(args[0]) || !PyLong_CheckExact(args[1]) ||
+      int_in(args[0], 64, 0, &context.bits) || int_in(args[1], 64, 0, &stream) || stream == 0)
+    Py_RETURN_NOTIMPLEMENTED;
+  vyre_status status = fn(context, stream);
+  if (status)
+    return raise_status(status, wait ? s_vyre_context_wait_stream : s_vyre_context_signal_stream);
+  Py_RETURN_NONE;
+}
+
+static PyObject* fast_context_wait_stream(PyObject* self, PyObject* const* args,
+                                          Py_ssize_t nargs) {
+  (void)self;
+  return order_stream(args, nargs, 1);
+}
+
+static PyObject* fast_context_signal_stream(PyObject* self, PyObject* const* args,
+                                            Py_ssize_t nargs) {
+  (void)self;
+  return order_stream(args, nargs, 0);
+}
+
 static int set_type(PyObject* o, PyTypeObject** slot, const char* what) {
   if (!PyType_Check(o)) {
     PyErr_Format(PyExc_TypeError, "vyre_cuda._fast.init: %s must be a type", what);
@@ -819,6 +862,23 @@ static PyObject* fast_init(PyObject* self, PyObject* const* args, Py_ssize_t nar
       return NULL;
     }
   }
+  /* Optional entry points: absent (or None) leaves the call to ctypes. */
+  struct {
+    const char* name;
+    void** slot;
+  } optional[] = {
+      {"vyre_context_wait_stream", (void**)&p_context_wait_stream},
+      {"vyre_context_signal_stream", (void**)&p_context_signal_stream},
+  };
+  void* optional_addresses[sizeof optional / sizeof optional[0]];
+  for (size_t k = 0; k < sizeof optional / sizeof optional[0]; k++) {
+    PyObject* a = PyDict_GetItemString(args[0], optional[k].name);  /* borrowed */
+    optional_addresses[k] = NULL;
+    if (a != NULL && PyLong_Check(a)) {
+      optional_addresses[k] = PyLong_AsVoidPtr(a);
+      if (optional_addresses[k] == NULL && PyErr_Occurred()) return NULL;
+    }
+  }
   if (set_type(args[1], &t_buffer, "Buffer") < 0 ||
       set_type(args[2], &t_buffer_range, "BufferRange") < 0 ||
       set_type(args[3], &t_array, "array") < 0 ||
@@ -829,6 +889,8 @@ static PyObject* fast_init(PyObject* self, PyObject* const* args, Py_ssize_t nar
   Py_INCREF(args[6]);
   Py_XSETREF(o_check, args[6]);
   for (size_t k = 0; k < sizeof fns / sizeof fns[0]; k++) *fns[k].slot = addresses[k];
+  for (size_t k = 0; k < sizeof optional / sizeof optional[0]; k++)
+    *optional[k].slot = optional_addresses[k];
   Py_RETURN_NONE;
 }
 
@@ -849,6 +911,10 @@ static PyMethodDef methods[] = {
      "Buffer.upload from host memory."},
     {"buffer_download", (PyCFunction)(void (*)(void))fast_buffer_download, METH_FASTCALL,
      "Buffer.download into host memory or a new bytearray."},
+    {"context_wait_stream", (PyCFunction)(void (*)(void))fast_context_wait_stream,
+     METH_FASTCALL, "vyre_context_wait_stream(context bits, CUstream)."},
+    {"context_signal_stream", (PyCFunction)(void (*)(void))fast_context_signal_stream,
+     METH_FASTCALL, "vyre_context_signal_stream(context bits, CUstream)."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -888,5 +954,7 @@ PyMODINIT_FUNC PyInit__fast(void) {
   INTERN(s_vyre_buffer_upload, "vyre_buffer_upload");
   INTERN(s_vyre_buffer_download, "vyre_buffer_download");
   INTERN(s_vyre_sequence_run, "vyre_sequence_run");
+  INTERN(s_vyre_context_wait_stream, "vyre_context_wait_stream");
+  INTERN(s_vyre_context_signal_stream, "vyre_context_signal_stream");
   return PyModule_Create(&module);
 }

@@ -80,6 +80,10 @@ A foreign device array passed as a binding is wrapped for the call
 (vyre_buffer_wrap), after the context waits for its stream (its CAI
 "stream", or for DLPack the dispatch's `stream`, default the legacy default
 stream); it must be C-contiguous. numpy arrays are host bindings.
+torch.Tensor and cupy.ndarray (exact types) skip DLPack in dispatch() and
+dispatch_async(): their pointer, size, device and current stream are read
+directly and bound through a wrap the Context keeps per (pointer, bytes)
+(see the package README, "PyTorch tensors and CuPy arrays").
 """
 
 from __future__ import annotations

@@ -161,6 +161,10 @@ class Context(_Object):
         """The staging_* arguments tune how large pageable host data moves
         (see vyre_context_desc); 0 keeps each default."""
         super().__init__(0, None)
+        # Wraps of PyTorch / CuPy arrays' memory by (device pointer, bytes),
+        # reused by dispatches (see _interop._cached_wrap); freed at close().
+        self._wraps: Dict[Tuple[int, int], Buffer] = {}
+        self._wraps_lock = threading.Lock()
         desc = _new(ContextDescStruct, device_ordinal=device,
                     transient_pool_limit_bytes=transient_pool_limit_bytes,
                     pinned_pool_limit_bytes=pinned_pool_limit_bytes,
@@ -176,6 +180,33 @@ class Context(_Object):
         # of this context is in flight, and exports need no stream ordering.
         self._unwaited = 0
         self._unwaited_lock = threading.Lock()
+
+    def _drop_wraps(self) -> None:
+        """Frees the cached wraps of foreign arrays (their memory stays the
+        owners'; dispatches in flight keep what they use)."""
+        with self._wraps_lock:
+            wraps, self._wraps = self._wraps, {}
+        for buf in wraps.values():
+            try:
+                buf.close()
+            except Exception:
+                pass
+
+    def close(self) -> None:
+        # The cache is emptied first, so no dispatch can pick a wrap whose
+        # context is gone (destroying the context frees the handles).
+        wraps = getattr(self, "_wraps", None)
+        if wraps:
+            with self._wraps_lock:
+                wraps, self._wraps = self._wraps, {}
+        try:
+            super().close()
+        finally:
+            for buf in (wraps or {}).values():
+                try:
+                    buf.close()  # only marks it closed once the context is
+                except Exception:
+                    pass
 
     def _pending_started(self) -> None:
         with self._unwaited_lock:
@@ -255,7 +286,9 @@ class Context(_Object):
         return _struct_dict(t)
 
     def trim(self) -> None:
-        """Releases the memory cached by the transient and pinned pools."""
+        """Releases the memory cached by the transient and pinned pools, and
+        the wraps of PyTorch / CuPy arrays kept for dispatches."""
+        self._drop_wraps()
         _call("vyre_context_trim", self._h())
 
     def selftest(self) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import array as _array
 import sys
 from ctypes import byref
-from typing import Any, Dict, List, Optional, Tuple, Union
+from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 # typing.Sequence as _Seq: this package's Sequence is the vyre sequence.
 from typing import Sequence as _Seq
 
@@ -368,3 +368,146 @@ def _wrap_dlpack(obj: Any, device: Tuple[int, ...], what: str, writable: bool,
         imported.release()
         raise
     return _ordered_after(buf, s, context, waits)
+
+
+# ---------------------------------------------------------------------------
+# PyTorch tensors and CuPy arrays at their own speed: read by exact type (no
+# DLPack capsule, no protocol walk), their wraps cached by the Context
+# ---------------------------------------------------------------------------
+
+#: The wraps a Context keeps for PyTorch / CuPy arrays, at most.
+_WRAP_CACHE_LIMIT = 64
+
+# A reader takes an array and the context's device and returns (device
+# pointer, bytes, producer stream) when it can bind in place as is, or None
+# to leave it to the generic path (__dlpack__ / __cuda_array_interface__),
+# which then binds it or raises the error it always has.
+_Reader = Callable[[Any, int], Optional[Tuple[int, int, int]]]
+_readers: Dict[type, _Reader] = {}
+_plain_types: Dict[type, bool] = {}  # types looked at and not read directly
+
+
+def _torch_reader(torch: Any) -> _Reader:
+    """torch.Tensor: data_ptr(), nbytes, is_contiguous(), the device and the
+    current stream of its device, read directly."""
+    strided = torch.strided
+    # Whole-byte element types, complex left out (a conjugate view's memory
+    # is not what it shows); the rest go through DLPack as before.
+    dtypes = set()
+    for name in ("bool", "uint8", "int8", "int16", "int32", "int64", "uint16", "uint32",
+                 "uint64", "float16", "bfloat16", "float32", "float64", "float8_e4m3fn",
+                 "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz"):
+        dt = getattr(torch, name, None)
+        if dt is not None:
+            dtypes.add(dt)
+    raw = getattr(getattr(torch, "_C", None), "_cuda_getCurrentRawStream", None)
+    if raw is None:
+        def raw(index: int) -> int:
+            return torch.cuda.current_stream(index).cuda_stream
+    has_nbytes = hasattr(torch.Tensor, "nbytes")
+
+    def read(t: Any, device: int) -> Optional[Tuple[int, int, int]]:
+        if (not t.is_cuda or t.requires_grad or t.layout is not strided
+                or t.dtype not in dtypes or t.is_neg() or not t.is_contiguous()):
+            return None
+        index = t.get_device()
+        if index != device:
+            return None
+        nbytes = t.nbytes if has_nbytes else t.numel() * t.element_size()
+        if not nbytes:
+            return None
+        return t.data_ptr(), nbytes, raw(index)
+
+    return read
+
+
+def _cupy_reader(cupy: Any) -> _Reader:
+    """cupy.ndarray: data.ptr, nbytes, flags.c_contiguous, data.device_id
+    and the current stream, read directly."""
+    get_stream = cupy.cuda.get_current_stream
+    current_device = cupy.cuda.runtime.getDevice
+
+    def read(a: Any, device: int) -> Optional[Tuple[int, int, int]]:
+        memory = a.data
+        if memory.device_id != device or not a.flags.c_contiguous:
+            return None
+        nbytes = a.nbytes
+        if not nbytes or a.dtype.kind == "c":
+            return None
+        if current_device() != device:
+            return None  # the current stream named is another device's
+        return memory.ptr, nbytes, get_stream().ptr
+
+    return read
+
+
+def _reader_of(t: type) -> Optional[_Reader]:
+    """The reader of exact type t (torch.Tensor, cupy.ndarray), or None."""
+    reader = _readers.get(t)
+    if reader is not None or t in _plain_types:
+        return reader
+    package = (getattr(t, "__module__", None) or "").partition(".")[0]
+    module = sys.modules.get(package) if package in ("torch", "cupy") else None
+    try:
+        if module is not None and package == "torch" and t is getattr(module, "Tensor", None):
+            reader = _torch_reader(module)
+        elif module is not None and package == "cupy" and t is getattr(module, "ndarray", None):
+            reader = _cupy_reader(module)
+    except Exception:  # a build of the library without what the reader needs
+        reader = None
+    if reader is None:
+        if len(_plain_types) < 1024:
+            _plain_types[t] = True
+    else:
+        _readers[t] = reader
+    return reader
+
+
+def _cached_wrap(context: Context, pointer: int, nbytes: int) -> Buffer:
+    """The Context's wrap of [pointer, +nbytes), made (vyre_buffer_wrap, which
+    checks the range is this device's memory) on first use. A wrap borrows:
+    it holds no reference to the array, and binding a later array over the
+    same range through it is the same as wrapping that array afresh. Beyond
+    _WRAP_CACHE_LIMIT the oldest leaves the cache; it is freed when the last
+    call using it lets it go (its Buffer's last reference), and work in
+    flight keeps what it uses."""
+    key = (pointer, nbytes)
+    buf = Buffer._wrap(context, pointer, nbytes, None, None)
+    evicted = []
+    with context._wraps_lock:
+        cache = context._wraps
+        known = cache.get(key)
+        if known is None and context._bits:
+            while len(cache) >= _WRAP_CACHE_LIMIT:
+                evicted.append(cache.pop(next(iter(cache))))
+            cache[key] = buf
+    del evicted  # outside the lock: a Buffer no call holds closes here
+    if known is not None:  # another thread wrapped it first
+        buf.close()
+        return known
+    return buf
+
+
+def _known_array(entry: Any, reader: _Reader, context: Context, stream: Any,
+                 waits: List[int]) -> Optional[Buffer]:
+    """A PyTorch / CuPy array as the Context's cached wrap of its memory, the
+    streams to order the work after appended to waits: the array's producer
+    (its device's current stream) and the dispatch's `stream` (default the
+    legacy default stream), which the DLPack path orders after the producer.
+    None sends the array down the generic path (which judges it as always)."""
+    if not context._bits:
+        return None
+    try:
+        got = reader(entry, context.device)
+        if got is None:
+            return None
+        pointer, nbytes, producer = got
+        consumer = STREAM_LEGACY if stream is None else _stream_value(stream, "stream")
+    except Exception:
+        return None
+    buf = context._wraps.get((pointer, nbytes))
+    if buf is None:
+        buf = _cached_wrap(context, pointer, nbytes)
+    waits.append(producer or STREAM_LEGACY)  # 0: the legacy default stream
+    waits.append(consumer)
+    return buf

@@ -112,6 +112,9 @@ def load(path: Optional[str] = None) -> ctypes.CDLL:
 _FAST_FUNCTIONS = ("vyre_dispatch", "vyre_dispatch_async", "vyre_pending_wait",
                    "vyre_pending_timing", "vyre_graph_replay", "vyre_graph_replay_async",
                    "vyre_buffer_upload", "vyre_buffer_download", "vyre_sequence_run")
+# Passed when the library has them (the module leaves their calls to ctypes
+# otherwise).
+_FAST_OPTIONAL = ("vyre_context_wait_stream", "vyre_context_signal_stream")
 
 
 def _setup_fast(lib: ctypes.CDLL) -> None:
@@ -132,6 +135,8 @@ def _setup_fast(lib: ctypes.CDLL) -> None:
         from ._program import Outputs
         addresses = {name: ctypes.cast(getattr(lib, name), c_void_p).value
                      for name in _FAST_FUNCTIONS}
+        addresses.update((name, ctypes.cast(getattr(lib, name), c_void_p).value)
+                         for name in _FAST_OPTIONAL if name not in _lib_missing)
         fast.init(addresses, Buffer, BufferRange, array.array, PinnedMemory, Outputs,
                   _check)
     except (ImportError, AttributeError, OSError, TypeError, ValueError) as e:

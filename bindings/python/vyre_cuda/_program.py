@@ -14,15 +14,17 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Optional,
 from typing import Sequence as _Seq
 
 from . import _loader
-from ._cdefs import (WAIT_FOREVER, _U32_MAX, _U64_MAX, BindingDeclStruct, BufferHandle, CodeKind,
-                     Dim3, DispatchBindingStruct, DispatchDescStruct, KernelParamStruct,
-                     ParamKind, PendingHandle, ProgramDescStruct, ProgramHandle, Role, Source,
-                     Status, TimingStruct, _new, _struct_dict, _unsigned)
+from ._cdefs import (STREAM_LEGACY, WAIT_FOREVER, _U32_MAX, _U64_MAX, BindingDeclStruct,
+                     BufferHandle, CodeKind, Dim3, DispatchBindingStruct, DispatchDescStruct,
+                     KernelParamStruct, ParamKind, PendingHandle, ProgramDescStruct,
+                     ProgramHandle, Role, Source, Status, TimingStruct, _new, _struct_dict,
+                     _unsigned)
 from ._loader import load
 from ._errors import _call, _check
 from ._host_memory import InOut, _readable, _writable
 from ._context import Buffer, BufferRange, Context, _Object
-from ._interop import _HOST_TYPES, DeviceArray, _foreign
+from ._interop import (_HOST_TYPES, DeviceArray, _cached_wrap, _foreign, _known_array,
+                       _plain_types, _reader_of, _readers, _stream_value)
 
 
 if TYPE_CHECKING:  # annotations only: _graph imports this module
@@ -77,10 +79,18 @@ def _resident_range(entry):
 
 class _Imports(list):
     """The borrowed Buffers wrapping foreign device arrays for one call,
-    released together once the library is done with them."""
+    released together once the library is done with them; `held`: PyTorch /
+    CuPy arrays bound through the Context's cached wraps, referenced until
+    then, and `signals`: their streams to order after the work."""
+
+    held: List[Any] = []  # (class defaults, never mutated: set per instance)
+    signals: List[int] = []
 
     def streams(self) -> List[int]:
         seen: List[int] = []
+        for s in self.signals:
+            if s not in seen:
+                seen.append(s)
         for buf in self:
             if buf._stream is not None and buf._stream not in seen and buf._stream != -1:
                 seen.append(buf._stream)
@@ -92,12 +102,100 @@ class _Imports(list):
             context.signal_stream(stream)
 
     def release(self) -> None:
+        if self.held:
+            self.held = []
         while self:
             buf = self.pop()
             try:
                 buf.close()
             except Exception:
                 pass
+
+
+def _wait_streams(context: Context, streams: List[int]) -> None:
+    """The context's later work waits for each stream (once each)."""
+    fast = _loader._fast
+    bits = context._bits
+    for s in (streams if len(streams) == 1 else dict.fromkeys(streams)):
+        if fast is None or fast.context_wait_stream(bits, s) is NotImplemented:
+            context.wait_stream(s)
+
+
+def _signal_streams(context: Context, streams: Iterable[int]) -> None:
+    fast = _loader._fast
+    for s in dict.fromkeys(streams):
+        if fast is None or fast.context_signal_stream(context._bits, s) is NotImplemented:
+            context.signal_stream(s)
+
+
+def _resolve_known(decls, bindings, context, stream):
+    """bindings with each PyTorch tensor / CuPy array (exact types) replaced
+    by the Context's cached wrap of its memory, once the context waits for
+    their streams; None when there is none (or bindings is not a list or
+    tuple). Returns (entries, arrays, stream): the arrays replaced, and the
+    stream an async dispatch then orders after its work (the dispatch's
+    `stream`, as for a DLPack array). (_known_array, inlined: this runs on
+    every call over such arrays.)"""
+    if type(bindings) is not list and type(bindings) is not tuple:
+        return None
+    entries = None
+    readers = _readers
+    wraps = context._wraps
+    device = context.device
+    nd = len(decls)
+    i = -1
+    for entry in bindings:
+        i += 1
+        t = type(entry)
+        reader = readers.get(t)
+        if reader is None:
+            if t in _plain_types or t is Buffer:
+                continue
+            reader = _reader_of(t)
+            if reader is None:
+                continue
+        if i < nd and decls[i].role == _ROLE_SHARED:
+            continue
+        try:
+            got = reader(entry, device)
+        except Exception:
+            continue  # the generic path judges it
+        if got is None:
+            continue
+        if entries is None:
+            if not context._bits:
+                return None
+            try:
+                consumer = STREAM_LEGACY if stream is None else _stream_value(stream, "stream")
+            except Exception:
+                return None
+            entries = list(bindings)
+            held = []
+            producers = []
+        buf = wraps.get((got[0], got[1]))
+        if buf is None:
+            buf = _cached_wrap(context, got[0], got[1])
+        entries[i] = buf
+        held.append(entry)
+        producer = got[2] or STREAM_LEGACY  # 0: the legacy default stream
+        if producer not in producers:
+            producers.append(producer)
+    if entries is None:
+        return None
+    # The producers' streams, then the dispatch's, each once.
+    if consumer not in producers:
+        producers.append(consumer)
+    _wait_streams(context, producers)
+    return entries, held, consumer
+
+
+def _known_imports(held, stream):
+    """An _Imports holding the arrays resolved for an async dispatch and
+    naming the stream to order after it."""
+    imports = _Imports()
+    imports.held = held
+    imports.signals = [stream]
+    return imports
 
 
 def _marshal_bindings(decls, bindings, context=None, stream=None):
@@ -360,6 +458,8 @@ class Program(_Object):
 
     _handle_type = ProgramHandle
     _destroy = "vyre_program_destroy"
+    # Whether the last dispatch() bound PyTorch / CuPy arrays (see dispatch).
+    _known_last = False
 
     def __init__(self, context: Context, code: Union[str, bytes], entry: Union[str, bytes],
                  bindings: _Seq[Union[Binding, Role, str]], workgroup_size: Dim3 = 256,
@@ -463,7 +563,9 @@ class Program(_Object):
             resident memory;
           another library's device array (anything with __dlpack__ on a CUDA
             device or __cuda_array_interface__: CuPy, PyTorch, Numba) ->
-            resident memory, bound in place (C-contiguous only);
+            resident memory, bound in place (C-contiguous only); a
+            torch.Tensor / cupy.ndarray is read directly (no DLPack capsule)
+            and bound through a wrap the Context keeps for its memory;
           INPUT: any bytes-like object (numpy arrays too);
           OUTPUT: a writable buffer to fill, or a byte count for a new bytearray;
           INPUT_OUTPUT: a writable buffer (updated in place), read-only
@@ -485,10 +587,31 @@ class Program(_Object):
         # anything else (and every validation error) to the ctypes code below.
         fast = _loader._fast
         if fast is not None:
+            # PyTorch tensors / CuPy arrays are bound through the Context's
+            # cached wraps: resolved first when the last call had some (a
+            # loop over tensors then skips a compiled call that would
+            # decline), else after the compiled call declines.
+            resolved = None
+            if self._known_last:
+                resolved = _resolve_known(self.bindings, bindings, self._context, stream)
+                if resolved is None:
+                    self._known_last = False
+                else:
+                    bindings = resolved[0]
             result = fast.dispatch(self, bindings, params, scalars, grid, block, element_count,
                                    fixpoint_iterations, shared_memory_bytes, flags, False)
             if result is not NotImplemented:
                 return result
+            if resolved is None:
+                resolved = _resolve_known(self.bindings, bindings, self._context, stream)
+                if resolved is not None:
+                    self._known_last = True
+                    bindings = resolved[0]
+                    result = fast.dispatch(self, bindings, params, scalars, grid, block,
+                                           element_count, fixpoint_iterations,
+                                           shared_memory_bytes, flags, False)
+                    if result is not NotImplemented:
+                        return result
         # The common entries (Buffer, BufferRange, bytes, bytearray,
         # array.array) are written straight into a reused descriptor; the
         # rest go through _marshal_entry, as in dispatch_async and record.
@@ -553,6 +676,14 @@ class Program(_Object):
                             if imports is None:
                                 imports = _Imports()
                                 waits = []
+                            reader = _reader_of(t)
+                            if reader is not None:  # PyTorch / CuPy: a cached wrap
+                                known = _known_array(entry, reader, self._context, stream,
+                                                     waits)
+                                if known is not None:
+                                    pins.append(known)  # held until C is done
+                                    q[j:j + 7] = (_LAYOUT[1], 0, 0, 0, known._bits, 0, 0)
+                                    continue
                             wrapped = _foreign(entry, f"binding {i}",
                                                role == Role.OUTPUT or role == Role.INPUT_OUTPUT,
                                                self._context, stream, waits)
@@ -576,8 +707,7 @@ class Program(_Object):
                                             general[0], general[1], general[2], outputs, waits)
             if waits:
                 # Each producer stream once, after every array is wrapped.
-                for s in dict.fromkeys(waits):
-                    self._context.wait_stream(s)
+                _wait_streams(self._context, waits)
             if n != sc.count:
                 desc.bindings = structs if n else None
                 desc.binding_count = n
@@ -667,15 +797,38 @@ class Program(_Object):
         closed, and their streams (a CAI array's, or `stream` for DLPack) are
         made to wait for this dispatch."""
         fast = _loader._fast
+        known = None  # PyTorch / CuPy arrays bound through cached wraps
+        result = NotImplemented
         if fast is not None:
             result = fast.dispatch(self, bindings, params, scalars, grid, block, element_count,
                                    fixpoint_iterations, shared_memory_bytes, flags, True)
-            if result is not NotImplemented:
-                bits, outputs, keep_out = result  # keep_out: views of the host outputs
-                return Pending(bits, self, keep_out, outputs)
-        desc, keep, keep_out, outputs, imports = self._prepare(
-            bindings, params, scalars, grid, block, element_count, fixpoint_iterations,
-            shared_memory_bytes, flags, stream)
+        if result is NotImplemented:
+            resolved = _resolve_known(self.bindings, bindings, self._context, stream)
+            if resolved is not None:
+                bindings = resolved[0]
+                # The arrays and the wraps bound (an evicted wrap then stays
+                # open until the work is done) stay referenced until the wait.
+                known = _known_imports(resolved[1] + bindings, resolved[2])
+                if fast is not None:
+                    result = fast.dispatch(self, bindings, params, scalars, grid, block,
+                                           element_count, fixpoint_iterations,
+                                           shared_memory_bytes, flags, True)
+        if result is not NotImplemented:
+            bits, outputs, keep_out = result  # keep_out: views of the host outputs
+            pending = Pending(bits, self, keep_out, outputs, imports=known)
+            if known is not None:
+                _signal_streams(self._context, known.streams())
+            return pending
+        try:
+            desc, keep, keep_out, outputs, imports = self._prepare(
+                bindings, params, scalars, grid, block, element_count, fixpoint_iterations,
+                shared_memory_bytes, flags, stream)
+        except BaseException:
+            if known is not None:
+                known.release()
+            raise
+        if known is not None:
+            imports.held, imports.signals = known.held, known.signals
         handle = PendingHandle()
         try:
             _call("vyre_dispatch_async", self._h(), byref(desc), byref(handle))
@@ -686,7 +839,7 @@ class Program(_Object):
         # memory must outlive it.
         del keep
         pending = Pending(handle.bits, self, keep_out, outputs, imports=imports)
-        imports.signal(self._context)
+        _signal_streams(self._context, imports.streams())
         return pending
 
     def record(self, bindings: _Seq[Any], params: Iterable[int] = (),
