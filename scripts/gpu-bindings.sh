@@ -187,7 +187,7 @@ fail_step() { note "FAIL $1: $2"; failed=1; }
 # staged_examples LANG DIR: each staged example in DIR over $n_example elements.
 staged_examples() {
   local lang="$1" dir="$2" example
-  for example in vector_add triton_saxpy graph_replay; do
+  for example in vector_add triton_saxpy graph_replay nccl_allreduce; do
     if [ -x "$dir/$example" ]; then
       step "$lang-example-$example" . "$dir/$example" "$n_example"
     else
