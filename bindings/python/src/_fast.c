@@ -54,7 +54,7 @@ static PyObject* s_length;
 static PyObject* s_bindings;
 static PyObject* s_params;
 static PyObject* s_role;
-static PyObject* s_timing;
+static PyObject* s_raw_timing;
 static PyObject* s_wall_ns;
 static PyObject* s_device_ns;
 static PyObject* s_enqueue_ns;
@@ -443,17 +443,21 @@ static PyObject* new_outputs(Py_ssize_t n, PyObject** items) {
   return outputs;
 }
 
-/* Outputs of items (a list/tuple, or n Nones when NULL) with .timing. */
+/* Outputs of items (a list/tuple, or n Nones when NULL) with .timing: the
+ * four timing words go in as 32 bytes (Outputs._raw_timing, a slot), and
+ * Outputs makes the dict when .timing is first read. */
 static PyObject* timed_outputs(Py_ssize_t n, PyObject** items, const vyre_timing* timing) {
   PyObject* outputs = new_outputs(n, items);
   if (outputs == NULL) return NULL;
-  PyObject* td = timing_dict(timing);
-  if (td == NULL || PyObject_SetAttr(outputs, s_timing, td) < 0) {
-    Py_XDECREF(td);
+  const uint64_t words[4] = {timing->wall_ns, timing->device_ns, timing->enqueue_ns,
+                             timing->wait_ns};
+  PyObject* raw = PyBytes_FromStringAndSize((const char*)words, sizeof words);
+  if (raw == NULL || PyObject_SetAttr(outputs, s_raw_timing, raw) < 0) {
+    Py_XDECREF(raw);
     Py_DECREF(outputs);
     return NULL;
   }
-  Py_DECREF(td);
+  Py_DECREF(raw);
   return outputs;
 }
 
@@ -940,7 +944,7 @@ PyMODINIT_FUNC PyInit__fast(void) {
   INTERN(s_bindings, "bindings");
   INTERN(s_params, "params");
   INTERN(s_role, "role");
-  INTERN(s_timing, "timing");
+  INTERN(s_raw_timing, "_raw_timing");
   INTERN(s_wall_ns, "wall_ns");
   INTERN(s_device_ns, "device_ns");
   INTERN(s_enqueue_ns, "enqueue_ns");
