@@ -253,12 +253,27 @@ typedef struct vyre_device_info {
   uint32_t cooperative_launch;
   /** cuDriverGetVersion(), e.g. 13000 for CUDA 13.0. */
   uint32_t driver_version;
+  /* Version 2 (336 bytes). */
+  /** Bit p is set when this device can access device p's memory as a peer
+   *  (cuDeviceCanAccessPeer), so vyre_buffer_copy between them runs as a
+   *  peer copy; devices 0 to 63 (vyre_device_can_access_peer answers for
+   *  any). Never this device's own bit. */
+  uint64_t peer_access_mask;
 } vyre_device_info;
-#define VYRE_DEVICE_INFO_INIT {sizeof(vyre_device_info), 0, {0}, 0, 0, 0, 0, 0, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0}
+#define VYRE_DEVICE_INFO_INIT {sizeof(vyre_device_info), 0, {0}, 0, 0, 0, 0, 0, {0, 0, 0}, {0, 0, 0}, 0, 0, 0, 0, 0}
 
 /** Describes device `ordinal`. out->struct_size must be set (VYRE_DEVICE_INFO_INIT);
  *  an older, smaller struct receives only the fields it has. */
 VYRE_API vyre_status vyre_device_info_get(uint32_t ordinal, vyre_device_info* out);
+
+/** *out_can_access receives 1 when device `ordinal` can access device
+ *  `peer_ordinal`'s memory as a peer (NVLink or PCIe peer-to-peer, as
+ *  cuDeviceCanAccessPeer says), else 0; 0 for the same device. Copies
+ *  between two such devices (vyre_buffer_copy) run device to device; others
+ *  go through pinned host memory. Either ordinal past vyre_device_count is
+ *  VYRE_STATUS_NO_DEVICE; loads the driver as vyre_device_count does. */
+VYRE_API vyre_status vyre_device_can_access_peer(uint32_t ordinal, uint32_t peer_ordinal,
+                                                 uint32_t* out_can_access);
 
 /* ------------------------------------------------------------------------ */
 /* Contexts                                                                  */
@@ -426,6 +441,83 @@ typedef struct vyre_buffer_info {
 /** Reads a buffer's size, raw device pointer, flags and owning context.
  *  out->struct_size must be set (VYRE_BUFFER_INFO_INIT). */
 VYRE_API vyre_status vyre_buffer_info_get(vyre_buffer buffer, vyre_buffer_info* out);
+
+/* ------------------------------------------------------------------------ */
+/* Copies between buffers of any contexts and devices                        */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * vyre_buffer_copy moves a byte range from one buffer to another without the
+ * data passing through the caller. The two buffers may belong to any
+ * contexts:
+ *  - one context: a device-to-device copy on its stream;
+ *  - two contexts of one device: the same copy, on the destination context's
+ *    stream;
+ *  - two devices that can access each other as peers
+ *    (vyre_device_can_access_peer): a peer copy over NVLink or PCIe
+ *    (cuMemcpyPeerAsync) on the destination context's stream. The first copy
+ *    between two contexts enables peer access between their devices
+ *    (cuCtxEnablePeerAccess, each direction the devices allow); it stays
+ *    enabled for the process, as for any other CUDA code using the devices;
+ *  - two devices that cannot (or VYRE_BUFFER_COPY_FLAG_STAGED): through
+ *    pinned host memory from the source context's pinned pool, in pieces of
+ *    up to 8 MiB, each piece's download on the source context's stream
+ *    overlapping the upload of the one before on the destination's.
+ *
+ * Ordering: the copy starts after all work enqueued on both contexts before
+ * the call, and work either context enqueues after the call returns starts
+ * after the copy has completed. Nothing blocks the host but the wait of
+ * vyre_buffer_copy (a synchronisation of the destination context's stream,
+ * whose last work is the copy).
+ *
+ * Refusals, each with its Fix: src or dst 0, forged or of another type:
+ * INVALID_HANDLE; freed, or of a destroyed context: STALE_HANDLE; an offset +
+ * bytes past either buffer, or overflowing 64 bits: OUT_OF_RANGE; the source
+ * and destination ranges overlapping in device memory (one buffer, or
+ * buffers that wrap the same memory): INVALID_ARGUMENT (copy through a
+ * second buffer: the device copy engines give no order between the bytes);
+ * unknown flags: INVALID_ARGUMENT. bytes 0 copies and orders nothing: the
+ * handles and offsets (at most the buffers' sizes) are still checked.
+ * A fault of either device: DEVICE_FAULT.
+ *
+ * Freeing either buffer, or destroying the source's context, while an
+ * asynchronous copy runs is safe: the memory stays until the copy is seen
+ * to complete. The pending handle belongs to the destination's context
+ * (destroying it waits for the copy and releases the handle).
+ */
+
+/** vyre_buffer_copy_desc.flags bits. */
+enum {
+  /** Between two devices: copy through pinned host memory even when they
+   *  are peers (to compare the paths, or to leave peer mappings alone).
+   *  Ignored when both buffers are on one device. */
+  VYRE_BUFFER_COPY_FLAG_STAGED = 1u << 0
+};
+
+typedef struct vyre_buffer_copy_desc {
+  uint32_t struct_size;
+  /** VYRE_BUFFER_COPY_FLAG_* bits. */
+  uint32_t flags;
+  /** The buffer read, and the first byte read. */
+  vyre_buffer src;
+  uint64_t src_offset;
+  /** The buffer written, and the first byte written. */
+  vyre_buffer dst;
+  uint64_t dst_offset;
+  /** Bytes copied; 0 copies nothing (see above). */
+  uint64_t bytes;
+} vyre_buffer_copy_desc;
+#define VYRE_BUFFER_COPY_DESC_INIT {sizeof(vyre_buffer_copy_desc), 0, {0}, 0, {0}, 0, 0}
+
+/** Copies desc->bytes from desc->src to desc->dst and waits for the copy. */
+VYRE_API vyre_status vyre_buffer_copy(const vyre_buffer_copy_desc* desc);
+
+/** Enqueues the copy and returns at once with a pending handle (poll, wait,
+ *  timing and release as for vyre_dispatch_async; its timing has wall,
+ *  enqueue and wait times, device_ns 0). The descriptor is read before the
+ *  call returns. */
+VYRE_API vyre_status vyre_buffer_copy_async(const vyre_buffer_copy_desc* desc,
+                                            vyre_pending* out);
 
 /* ------------------------------------------------------------------------ */
 /* Interop with other CUDA code in the process (CuPy, PyTorch, Numba, ...)   */

@@ -46,6 +46,7 @@ extern "C" {
   X(vyre_status, vyre_set_log_callback, (vyre_log_callback callback, void* user_data, vyre_log_level max_level)) \
   X(vyre_status, vyre_device_count, (uint32_t* out_count)) \
   X(vyre_status, vyre_device_info_get, (uint32_t ordinal, vyre_device_info* out)) \
+  X(vyre_status, vyre_device_can_access_peer, (uint32_t ordinal, uint32_t peer_ordinal, uint32_t* out_can_access)) \
   X(vyre_status, vyre_context_create, (const vyre_context_desc* desc, vyre_context* out)) \
   X(vyre_status, vyre_context_destroy, (vyre_context context)) \
   X(vyre_status, vyre_context_device_info, (vyre_context context, vyre_device_info* out)) \
@@ -59,6 +60,8 @@ extern "C" {
   X(vyre_status, vyre_buffer_upload_ranges, (vyre_buffer buffer, const vyre_upload_range* ranges, size_t range_count)) \
   X(vyre_status, vyre_buffer_download_ranges, (vyre_buffer buffer, const vyre_download_range* ranges, size_t range_count)) \
   X(vyre_status, vyre_buffer_info_get, (vyre_buffer buffer, vyre_buffer_info* out)) \
+  X(vyre_status, vyre_buffer_copy, (const vyre_buffer_copy_desc* desc)) \
+  X(vyre_status, vyre_buffer_copy_async, (const vyre_buffer_copy_desc* desc, vyre_pending* out)) \
   X(vyre_status, vyre_buffer_wrap, (vyre_context context, const vyre_buffer_wrap_desc* desc, vyre_buffer* out)) \
   X(vyre_status, vyre_context_wait_stream, (vyre_context context, uint64_t cu_stream)) \
   X(vyre_status, vyre_context_signal_stream, (vyre_context context, uint64_t cu_stream)) \

@@ -20,6 +20,10 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | 
 { cmake --preset gpu && cmake --build --preset gpu -j"$(nproc)"; } > "$out/build.log" 2>&1 \
   || { tail -60 "$out/build.log"; exit 1; }
 export VYRE_CUDA_REQUIRE_GPU=1
+# With two GPUs the two-GPU tests (peer and staged copies) must run, not skip.
+if [ "$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')" -ge 2 ]; then
+  export VYRE_CUDA_REQUIRE_GPUS=2
+fi
 ctest --preset gpu -j4 --timeout 300 2>&1 | tee "$out/ctest.log" | tail -40
 rc=${PIPESTATUS[0]}
 if [ "$sanitize" = 1 ]; then
@@ -51,7 +55,7 @@ fi
 if [ "$bench" = 1 ]; then
   # The dispatch/graph benchmark, host data at PCIe speed (with the staging
   # sweep) and the e-graph rebuild: each writes its tables to $out.
-  for b in vyre_cuda_bench vyre_host_transfer_bench vyre_egraph_bench; do
+  for b in vyre_cuda_bench vyre_host_transfer_bench vyre_egraph_bench vyre_peer_copy_bench; do
     [ -x "build/gpu/bench/$b" ] || continue
     VYRE_BENCH_OUT="$out/$b.md" "build/gpu/bench/$b" > "$out/$b.log" 2>&1
     echo "$b exit $?"; cat "$out/$b.md" 2>/dev/null || tail -30 "$out/$b.log"

@@ -30,11 +30,27 @@ VYRE_API vyre_status vyre_device_count(uint32_t* out_count) {
 VYRE_API vyre_status vyre_device_info_get(uint32_t ordinal, vyre_device_info* out) {
   const char* what = "vyre_device_info_get";
   return vyre::ApiCall(what, [&]() -> absl::Status {
-    VYRE_RETURN_IF_ERROR(vyre::CheckOutStruct(what, "vyre_device_info", out));
+    VYRE_RETURN_IF_ERROR(
+        vyre::CheckOutStruct(what, "vyre_device_info", out, vyre::kDeviceInfoV1));
     VYRE_RETURN_IF_ERROR(vyre::CheckDeviceOrdinal(what, ordinal));
     vyre_device_info info{};
     VYRE_RETURN_IF_ERROR(vyre::QueryDeviceInfo(what, ordinal, &info));
-    return vyre::WriteOutStruct(what, "vyre_device_info", out, info);
+    return vyre::WriteOutStruct(what, "vyre_device_info", out, info, vyre::kDeviceInfoV1);
+  });
+}
+
+VYRE_API vyre_status vyre_device_can_access_peer(uint32_t ordinal, uint32_t peer_ordinal,
+                                                 uint32_t* out_can_access) {
+  const char* what = "vyre_device_can_access_peer";
+  return vyre::ApiCall(what, [&]() -> absl::Status {
+    VYRE_RETURN_IF_ERROR(vyre::RequireOut(what, out_can_access, "out_can_access"));
+    *out_can_access = 0;
+    VYRE_RETURN_IF_ERROR(vyre::CheckDeviceOrdinal(what, ordinal));
+    VYRE_RETURN_IF_ERROR(vyre::CheckDeviceOrdinal(what, peer_ordinal));
+    VYRE_ASSIGN_OR_RETURN(bool can_access,
+                          vyre::DeviceCanAccessPeer(ordinal, peer_ordinal, what));
+    *out_can_access = can_access ? 1u : 0u;
+    return absl::OkStatus();
   });
 }
 
@@ -121,7 +137,8 @@ VYRE_API vyre_status vyre_context_device_info(vyre_context context, vyre_device_
   return vyre::ApiCall(what, [&]() -> absl::Status {
     VYRE_ASSIGN_OR_RETURN(std::shared_ptr<vyre::Context> ctx,
                           vyre::Contexts().Lookup(context.bits, what));
-    return vyre::WriteOutStruct(what, "vyre_device_info", out, ctx->device());
+    return vyre::WriteOutStruct(what, "vyre_device_info", out, ctx->device(),
+                                vyre::kDeviceInfoV1);
   });
 }
 

@@ -83,7 +83,10 @@ constexpr int kPinnedDriverVersion = 12000;
   X(cuGraphExecKernelNodeSetParams)            \
   X(cuGraphExecMemsetNodeSetParams)            \
   X(cuPointerGetAttributes)                    \
-  X(cuStreamWaitEvent)
+  X(cuStreamWaitEvent)                         \
+  X(cuDeviceCanAccessPeer)                     \
+  X(cuCtxEnablePeerAccess)                     \
+  X(cuMemcpyPeerAsync)
 
 enum class Entry : int {
 #define VYRE_DRIVER_ENUM(name) k_##name,

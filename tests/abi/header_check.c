@@ -12,6 +12,7 @@ static const any_fn kFunctions[] = {
     (any_fn)vyre_last_error,       (any_fn)vyre_last_error_log,
     (any_fn)vyre_set_log_callback,
     (any_fn)vyre_device_count,     (any_fn)vyre_device_info_get,
+    (any_fn)vyre_device_can_access_peer,
     (any_fn)vyre_context_create,   (any_fn)vyre_context_destroy,
     (any_fn)vyre_context_device_info, (any_fn)vyre_context_telemetry,
     (any_fn)vyre_context_trim,     (any_fn)vyre_context_selftest,
@@ -19,6 +20,7 @@ static const any_fn kFunctions[] = {
     (any_fn)vyre_buffer_free,      (any_fn)vyre_buffer_upload,
     (any_fn)vyre_buffer_download,  (any_fn)vyre_buffer_upload_ranges,
     (any_fn)vyre_buffer_download_ranges, (any_fn)vyre_buffer_info_get,
+    (any_fn)vyre_buffer_copy,      (any_fn)vyre_buffer_copy_async,
     (any_fn)vyre_buffer_wrap,      (any_fn)vyre_context_wait_stream,
     (any_fn)vyre_context_signal_stream,
     (any_fn)vyre_program_create,   (any_fn)vyre_program_destroy,
@@ -47,6 +49,7 @@ int header_check_inits(void) {
   vyre_telemetry telemetry = VYRE_TELEMETRY_INIT;
   vyre_buffer_info buffer_info = VYRE_BUFFER_INFO_INIT;
   vyre_buffer_wrap_desc wrap_desc = VYRE_BUFFER_WRAP_DESC_INIT;
+  vyre_buffer_copy_desc copy_desc = VYRE_BUFFER_COPY_DESC_INIT;
   vyre_binding_decl binding_decl = VYRE_BINDING_DECL_INIT;
   vyre_program_desc program_desc = VYRE_PROGRAM_DESC_INIT;
   vyre_dispatch_binding dispatch_binding = VYRE_DISPATCH_BINDING_INIT;
@@ -86,6 +89,10 @@ int header_check_inits(void) {
         VYRE_BUFFER_INFO_FLAG_BORROWED == 1u;
   ok &= wrap_desc.struct_size == sizeof(vyre_buffer_wrap_desc) && wrap_desc.flags == 0 &&
         wrap_desc.device_pointer == 0 && wrap_desc.bytes == 0;
+  ok &= copy_desc.struct_size == sizeof(vyre_buffer_copy_desc) && copy_desc.flags == 0 &&
+        copy_desc.src.bits == 0 && copy_desc.dst.bits == 0 && copy_desc.bytes == 0 &&
+        VYRE_BUFFER_COPY_FLAG_STAGED == 1u;
+  ok &= device_info.peer_access_mask == 0;
   ok &= binding_decl.struct_size == sizeof(vyre_binding_decl);
   ok &= program_desc.struct_size == sizeof(vyre_program_desc);
   ok &= dispatch_binding.struct_size == sizeof(vyre_dispatch_binding);

@@ -21,6 +21,10 @@ static_assert(!std::is_same_v<vyre_context, vyre_buffer>);
 // Functions have C linkage and these exact types.
 static_assert(std::is_same_v<decltype(&vyre_version), uint32_t (*)()>);
 static_assert(std::is_same_v<decltype(&vyre_buffer_free), vyre_status (*)(vyre_buffer)>);
+static_assert(std::is_same_v<decltype(&vyre_buffer_copy_async),
+                             vyre_status (*)(const vyre_buffer_copy_desc*, vyre_pending*)>);
+static_assert(std::is_same_v<decltype(&vyre_device_can_access_peer),
+                             vyre_status (*)(uint32_t, uint32_t, uint32_t*)>);
 static_assert(std::is_same_v<decltype(&vyre_pending_wait),
                              vyre_status (*)(vyre_pending, uint64_t)>);
 static_assert(std::is_same_v<decltype(&vyre_graph_record),
@@ -52,6 +56,7 @@ int HeaderCheckInits() {
   vyre_telemetry telemetry = VYRE_TELEMETRY_INIT;
   vyre_buffer_info buffer_info = VYRE_BUFFER_INFO_INIT;
   vyre_buffer_wrap_desc wrap_desc = VYRE_BUFFER_WRAP_DESC_INIT;
+  vyre_buffer_copy_desc copy_desc = VYRE_BUFFER_COPY_DESC_INIT;
   vyre_binding_decl binding_decl = VYRE_BINDING_DECL_INIT;
   vyre_program_desc program_desc = VYRE_PROGRAM_DESC_INIT;
   vyre_dispatch_binding dispatch_binding = VYRE_DISPATCH_BINDING_INIT;
@@ -70,6 +75,7 @@ int HeaderCheckInits() {
   ok &= telemetry.struct_size == sizeof(telemetry);
   ok &= buffer_info.struct_size == sizeof(buffer_info) && buffer_info.flags == 0;
   ok &= wrap_desc.struct_size == sizeof(wrap_desc) && wrap_desc.flags == 0;
+  ok &= copy_desc.struct_size == sizeof(copy_desc) && copy_desc.flags == 0;
   ok &= binding_decl.struct_size == sizeof(binding_decl);
   ok &= program_desc.struct_size == sizeof(program_desc);
   ok &= dispatch_binding.struct_size == sizeof(dispatch_binding);

@@ -35,6 +35,7 @@ int main(void) {
   FIELD(vyre_device_info, warp_size);
   FIELD(vyre_device_info, cooperative_launch);
   FIELD(vyre_device_info, driver_version);
+  FIELD(vyre_device_info, peer_access_mask);
 
   STRUCT(vyre_context_desc);
   FIELD(vyre_context_desc, struct_size);
@@ -98,6 +99,15 @@ int main(void) {
   FIELD(vyre_buffer_wrap_desc, flags);
   FIELD(vyre_buffer_wrap_desc, device_pointer);
   FIELD(vyre_buffer_wrap_desc, bytes);
+
+  STRUCT(vyre_buffer_copy_desc);
+  FIELD(vyre_buffer_copy_desc, struct_size);
+  FIELD(vyre_buffer_copy_desc, flags);
+  FIELD(vyre_buffer_copy_desc, src);
+  FIELD(vyre_buffer_copy_desc, src_offset);
+  FIELD(vyre_buffer_copy_desc, dst);
+  FIELD(vyre_buffer_copy_desc, dst_offset);
+  FIELD(vyre_buffer_copy_desc, bytes);
 
   STRUCT(vyre_binding_decl);
   FIELD(vyre_binding_decl, struct_size);

@@ -88,6 +88,10 @@ typedef struct fake_cuda_stats {
   uint64_t last_wait_event_stream;
   /* cuPointerGetAttributes calls (cumulative). */
   uint64_t pointer_queries;
+  /* Several devices (FAKE_CUDA_DEVICES): cuMemcpyPeerAsync copies run, and
+   * cuCtxEnablePeerAccess calls that enabled access (cumulative). */
+  uint64_t memcpy_peer;
+  uint64_t peer_enables;
 } fake_cuda_stats;
 
 typedef void (*fake_cuda_get_stats_fn)(fake_cuda_stats* out);

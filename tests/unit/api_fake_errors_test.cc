@@ -367,11 +367,11 @@ TEST_F(ErrorsTest, OutputStructSizes) {
 
   CheckOutputStructSizes<vyre_device_info>(
       VYRE_DEVICE_INFO_INIT, [](vyre_device_info* out) { return vyre_device_info_get(0, out); },
-      "vyre_device_info_get");
+      "vyre_device_info_get", offsetof(vyre_device_info, peer_access_mask));
   CheckOutputStructSizes<vyre_device_info>(
       VYRE_DEVICE_INFO_INIT,
       [&](vyre_device_info* out) { return vyre_context_device_info(context_, out); },
-      "vyre_context_device_info");
+      "vyre_context_device_info", offsetof(vyre_device_info, peer_access_mask));
   CheckOutputStructSizes<vyre_telemetry>(
       VYRE_TELEMETRY_INIT,
       [&](vyre_telemetry* out) { return vyre_context_telemetry(context_, out); },

@@ -132,6 +132,26 @@ std::vector<HandleCall> AllHandleCalls() {
          vyre_buffer_info info = VYRE_BUFFER_INFO_INIT;
          return vyre_buffer_info_get(vyre_buffer{bits}, &info);
        }},
+      // Both ends name the handle under test (the source is looked up first).
+      {"vyre_buffer_copy", K::kBuffer,
+       [](uint64_t bits) {
+         vyre_buffer_copy_desc desc = VYRE_BUFFER_COPY_DESC_INIT;
+         desc.src = vyre_buffer{bits};
+         desc.dst = vyre_buffer{bits};
+         desc.dst_offset = 8;
+         desc.bytes = 4;
+         return vyre_buffer_copy(&desc);
+       }},
+      {"vyre_buffer_copy_async", K::kBuffer,
+       [](uint64_t bits) {
+         vyre_buffer_copy_desc desc = VYRE_BUFFER_COPY_DESC_INIT;
+         desc.src = vyre_buffer{bits};
+         desc.dst = vyre_buffer{bits};
+         desc.dst_offset = 8;
+         desc.bytes = 4;
+         vyre_pending pending{0};
+         return vyre_buffer_copy_async(&desc, &pending);
+       }},
       {"vyre_program_destroy", K::kProgram,
        [](uint64_t bits) { return vyre_program_destroy(vyre_program{bits}); }},
       {"vyre_dispatch", K::kProgram,

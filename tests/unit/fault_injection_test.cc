@@ -710,6 +710,55 @@ TEST_F(FaultInjectionTest, WrappedBufferAndStreamOrdering) {
   Sweep(s);
 }
 
+// Copies between buffers of two contexts of the device (vyre_buffer_copy):
+// a synchronous copy from the fixture's context to the other one, ordered by
+// events both ways, and an asynchronous copy back, waited on and released.
+// A failure anywhere in the ordering must leave no event, pinned block or
+// pending behind, and the fake driver sees no event waited before it was
+// recorded.
+TEST_F(FaultInjectionTest, CopiesBetweenTwoContexts) {
+  vyre_context other{0};
+  const size_t n = 3000;
+  const std::vector<uint32_t> data = RandomNonZeroU32(n, 61);
+  std::vector<uint32_t> back;
+  Scenario s{"copies between two contexts",
+             [&] { back.assign(n, kPoison); },
+             [&]() -> vyre_status {
+               FirstError e;
+               vyre_buffer a{0}, b{0}, c{0};
+               if (e.Ok(vyre_buffer_alloc(context_, n * 4, &a)) &&
+                   e.Ok(vyre_buffer_alloc(other, n * 4, &b)) &&
+                   e.Ok(vyre_buffer_alloc(context_, n * 4, &c)) &&
+                   e.Ok(vyre_buffer_upload(a, 0, data.data(), n * 4))) {
+                 vyre_buffer_copy_desc there = VYRE_BUFFER_COPY_DESC_INIT;
+                 there.src = a;
+                 there.dst = b;
+                 there.bytes = n * 4;
+                 vyre_buffer_copy_desc back_desc = there;
+                 back_desc.src = b;
+                 back_desc.dst = c;
+                 vyre_pending pending{0};
+                 if (e.Ok(vyre_buffer_copy(&there)) &&
+                     e.Ok(vyre_buffer_copy_async(&back_desc, &pending))) {
+                   e.Ok(vyre_pending_wait(pending, VYRE_WAIT_FOREVER));
+                   e.Cleanup(vyre_pending_release(pending));
+                   e.Ok(vyre_buffer_download(c, 0, back.data(), n * 4));
+                 }
+               }
+               for (vyre_buffer x : {a, b, c}) {
+                 if (x.bits != 0) e.Cleanup(vyre_buffer_free(x));
+               }
+               return e.Result();
+             },
+             [&] { return SameU32(back, data); }};
+  s.setup = [&] { ASSERT_VYRE_OK(vyre_context_create(&context_desc_, &other)); };
+  s.release = [&] {
+    Released(vyre_context_destroy(other));
+    other = vyre_context{0};
+  };
+  Sweep(s);
+}
+
 // A pending released without a wait: its work is waited for by the release,
 // and what that work met is the release's result (nobody else could see it);
 // the handle is gone either way. One that was waited on releases quietly.

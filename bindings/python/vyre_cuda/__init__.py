@@ -104,12 +104,12 @@ if os.environ.get("VYRE_CUDA_EXTENSION_DIR"):
     __path__.append(os.environ["VYRE_CUDA_EXTENSION_DIR"])  # noqa: F821
 
 from . import _dlpack
-from ._cdefs import (BUFFER_INFO_FLAG_BORROWED, C_STRUCTS, DISPATCH_FLAG_COOPERATIVE,
+from ._cdefs import (BUFFER_COPY_FLAG_STAGED, BUFFER_INFO_FLAG_BORROWED, C_STRUCTS, DISPATCH_FLAG_COOPERATIVE,
                      DISPATCH_FLAG_DEVICE_TIMING, EGRAPH_REBUILD_COLLIDING_HASH,
                      EGRAPH_REBUILD_DEVICE_TIMING, EGRAPH_REBUILD_RESET, KERNEL_NODE_UPDATE_GRID,
                      KERNEL_NODE_UPDATE_SCALARS, STREAM_LEGACY, STREAM_PER_THREAD, VERSION_MAJOR,
                      WAIT_FOREVER, _OPTIONAL, _PROTOTYPES, BindingDeclStruct, BufferHandle,
-                     BufferInfoStruct, BufferWrapDescStruct, CodeKind, ContextDescStruct,
+                     BufferCopyDescStruct, BufferInfoStruct, BufferWrapDescStruct, CodeKind, ContextDescStruct,
                      ContextHandle, DeviceInfoStruct, Dim3, DispatchBindingStruct,
                      DispatchDescStruct, DownloadRangeStruct, EgraphAppendDescStruct,
                      EgraphColumn, EgraphDevice, EgraphImageDescStruct, EgraphImageHandle, EgraphImageInfoStruct,
@@ -123,8 +123,8 @@ from ._loader import (BUNDLED_LIBRARY, LibraryLoadError, has_function, library_p
                       version, version_string)
 from ._errors import VyreError, _call, last_error, last_error_log, status_name
 from ._host_memory import InOut, PinnedMemory, Registration, _readable, _writable
-from ._context import (Buffer, BufferRange, Context, _Object, device_count, device_info,
-                       set_log_callback)
+from ._context import (Buffer, BufferRange, Context, _Object, device_can_access_peer,
+                       device_count, device_info, set_log_callback)
 from ._interop import DeviceArray, _dtype
 from ._program import (Binding, Outputs, Pending, Program, _dim3, _marshal_bindings, _u32_array,
                        f32, f64)
@@ -144,15 +144,17 @@ __all__ = [
     "Step", "DispatchStep", "FillStep", "CopyStep", "UploadStep", "DownloadStep", "Repeat",
     "EgraphImage", "EgraphRebuildResult",
     "load", "library_path", "has_function", "version", "version_string", "status_name", "last_error",
-    "last_error_log", "device_count",
+    "last_error_log", "device_count", "device_can_access_peer",
     "device_info", "set_log_callback", "f32", "f64",
-    "BUFFER_INFO_FLAG_BORROWED", "DeviceArray", "STREAM_LEGACY", "STREAM_PER_THREAD",
+    "BUFFER_INFO_FLAG_BORROWED", "BUFFER_COPY_FLAG_STAGED", "DeviceArray", "STREAM_LEGACY",
+    "STREAM_PER_THREAD",
 ]
 
 # Importable from here as when the package was one module, though not in
 # __all__: the C layouts and handles, helpers the tests use, and the
 # standard-library names that module imported (dir(vyre_cuda) is unchanged).
 _COMPAT = (C_STRUCTS, _OPTIONAL, _PROTOTYPES, BindingDeclStruct, BufferHandle, BufferInfoStruct,
+           BufferCopyDescStruct,
            BufferWrapDescStruct, ContextDescStruct, ContextHandle, DeviceInfoStruct, Dim3,
            DispatchBindingStruct, DispatchDescStruct, DownloadRangeStruct, EgraphAppendDescStruct,
            EgraphImageDescStruct,

@@ -28,6 +28,7 @@ EGRAPH_REBUILD_COLLIDING_HASH = 1 << 2
 
 #: vyre_buffer_info.flags: the buffer borrows memory other CUDA code owns.
 BUFFER_INFO_FLAG_BORROWED = 1 << 0
+BUFFER_COPY_FLAG_STAGED = 1 << 0
 #: CU_STREAM_LEGACY and CU_STREAM_PER_THREAD, as stream arguments.
 STREAM_LEGACY = 1
 STREAM_PER_THREAD = 2
@@ -198,6 +199,8 @@ class DeviceInfoStruct(Structure):
         ("warp_size", c_uint32),
         ("cooperative_launch", c_uint32),
         ("driver_version", c_uint32),
+        # Version 2 (336 bytes).
+        ("peer_access_mask", c_uint64),
     ]
 
 
@@ -295,6 +298,19 @@ class ProgramDescStruct(Structure):
         ("param_count", c_size_t),
         ("compile_options", POINTER(c_char_p)),
         ("compile_option_count", c_size_t),
+    ]
+
+
+class BufferCopyDescStruct(Structure):
+    _c_name_ = "vyre_buffer_copy_desc"
+    _fields_ = [
+        ("struct_size", c_uint32),
+        ("flags", c_uint32),
+        ("src", BufferHandle),
+        ("src_offset", c_uint64),
+        ("dst", BufferHandle),
+        ("dst_offset", c_uint64),
+        ("bytes", c_uint64),
     ]
 
 
@@ -503,7 +519,7 @@ class EgraphAppendDescStruct(Structure):
 C_STRUCTS = (ContextHandle, BufferHandle, ProgramHandle, PendingHandle, GraphHandle,
              SequenceHandle, EgraphImageHandle, DeviceInfoStruct, ContextDescStruct,
              TelemetryStruct, UploadRangeStruct, DownloadRangeStruct, BufferInfoStruct,
-             BufferWrapDescStruct,
+             BufferWrapDescStruct, BufferCopyDescStruct,
              BindingDeclStruct, KernelParamStruct, ProgramDescStruct, DispatchBindingStruct,
              DispatchDescStruct, TimingStruct, GraphReplayDescStruct, GraphInfoStruct,
              KernelNodeUpdateStruct, SequenceStepStruct, SequenceDescStruct,
@@ -556,6 +572,7 @@ _PROTOTYPES = {
     "vyre_set_log_callback": (_S, [LogCallbackType, c_void_p, _c_enum]),
     "vyre_device_count": (_S, [POINTER(c_uint32)]),
     "vyre_device_info_get": (_S, [c_uint32, POINTER(DeviceInfoStruct)]),
+    "vyre_device_can_access_peer": (_S, [c_uint32, c_uint32, POINTER(c_uint32)]),
     "vyre_context_create": (_S, [POINTER(ContextDescStruct), POINTER(ContextHandle)]),
     "vyre_context_destroy": (_S, [ContextHandle]),
     "vyre_context_device_info": (_S, [ContextHandle, POINTER(DeviceInfoStruct)]),
@@ -569,6 +586,8 @@ _PROTOTYPES = {
     "vyre_buffer_upload_ranges": (_S, [BufferHandle, POINTER(UploadRangeStruct), c_size_t]),
     "vyre_buffer_download_ranges": (_S, [BufferHandle, POINTER(DownloadRangeStruct), c_size_t]),
     "vyre_buffer_info_get": (_S, [BufferHandle, POINTER(BufferInfoStruct)]),
+    "vyre_buffer_copy": (_S, [POINTER(BufferCopyDescStruct)]),
+    "vyre_buffer_copy_async": (_S, [POINTER(BufferCopyDescStruct), POINTER(PendingHandle)]),
     "vyre_buffer_wrap": (_S, [ContextHandle, POINTER(BufferWrapDescStruct),
                               POINTER(BufferHandle)]),
     "vyre_context_wait_stream": (_S, [ContextHandle, c_uint64]),
@@ -625,4 +644,5 @@ _PROTOTYPES = {
 # without them still loads, and only the features that need them fail.
 _OPTIONAL = frozenset({"vyre_buffer_wrap", "vyre_context_wait_stream",
                        "vyre_context_signal_stream", "vyre_egraph_image_append",
-                       "vyre_egraph_changed_read"})
+                       "vyre_egraph_changed_read", "vyre_buffer_copy",
+                       "vyre_buffer_copy_async", "vyre_device_can_access_peer"})

@@ -14,10 +14,11 @@ from typing import TypeVar
 _H = TypeVar("_H")
 
 from . import _dlpack, _loader
-from ._cdefs import (BufferHandle, BufferInfoStruct, BufferWrapDescStruct, ContextDescStruct,
+from ._cdefs import (BUFFER_COPY_FLAG_STAGED, BufferCopyDescStruct, BufferHandle,
+                     BufferInfoStruct, BufferWrapDescStruct, ContextDescStruct,
                      ContextHandle, DeviceInfoStruct, Dim3, DownloadRangeStruct, LogCallbackType,
-                     LogLevel, Role, TelemetryStruct, UploadRangeStruct, _new, _struct_dict,
-                     _unsigned)
+                     LogLevel, PendingHandle, Role, TelemetryStruct, UploadRangeStruct, _new,
+                     _struct_dict, _unsigned)
 from ._loader import _lib_lock, _require, load
 from ._errors import _call, _check
 from ._host_memory import PinnedMemory, Registration, _byte_view, _readable, _writable
@@ -27,7 +28,7 @@ if TYPE_CHECKING:  # annotations only: these modules import this one
     from ._egraph import EgraphImage
     from ._graph import Repeat, Sequence, Step
     from ._interop import DeviceArray
-    from ._program import Binding, Program
+    from ._program import Binding, Pending, Program
 
 
 def device_count() -> int:
@@ -43,6 +44,16 @@ def _device_dict(info):
     d["compute_capability"] = (info.compute_capability_major, info.compute_capability_minor)
     d["cooperative_launch"] = bool(info.cooperative_launch)
     return d
+
+
+def device_can_access_peer(ordinal: int, peer: int) -> bool:
+    """Whether device `ordinal` can access device `peer`'s memory as a peer
+    (NVLink or PCIe peer-to-peer): Buffer.copy_to between their contexts then
+    runs device to device, else through pinned host memory. False for the
+    same device; NO_DEVICE for an ordinal past device_count()."""
+    out = c_uint32()
+    _call("vyre_device_can_access_peer", ordinal, peer, byref(out))
+    return bool(out.value)
 
 
 def device_info(ordinal: int = 0) -> Dict[str, Any]:
@@ -505,6 +516,39 @@ class Buffer(_Object):
             self._owner = None
             if imported is not None:
                 imported.release()
+
+    def _copy_desc(self, dst: "Buffer", nbytes: Optional[int], src_offset: int,
+                   dst_offset: int, staged: bool) -> BufferCopyDescStruct:
+        if not isinstance(dst, Buffer):
+            raise TypeError(f"Buffer.copy_to: dst is {type(dst).__name__}, not a Buffer. Fix: "
+                            "pass a vyre_cuda Buffer (Context.alloc, upload or wrap).")
+        if nbytes is None:
+            nbytes = max(min(self.nbytes - src_offset, dst.nbytes - dst_offset), 0)
+        return _new(BufferCopyDescStruct, flags=BUFFER_COPY_FLAG_STAGED if staged else 0,
+                    src=self._h(), src_offset=src_offset, dst=dst._h(), dst_offset=dst_offset,
+                    bytes=nbytes)
+
+    def copy_to(self, dst: "Buffer", nbytes: Optional[int] = None, src_offset: int = 0,
+                dst_offset: int = 0, staged: bool = False) -> None:
+        """Copies nbytes (default: as many as both ranges hold) from this buffer
+        at src_offset into dst at dst_offset, and waits. dst may belong to any
+        context: same device, another context of it, or another device (a peer
+        copy where device_can_access_peer says so, else through pinned host
+        memory; staged=True forces that). Ordered after the work already
+        enqueued on both contexts, before the work they enqueue after it.
+        Overlapping ranges are refused (copy through a second buffer)."""
+        desc = self._copy_desc(dst, nbytes, src_offset, dst_offset, staged)
+        _call("vyre_buffer_copy", byref(desc))
+
+    def copy_to_async(self, dst: "Buffer", nbytes: Optional[int] = None, src_offset: int = 0,
+                      dst_offset: int = 0, staged: bool = False) -> "Pending":
+        """copy_to without the wait: a Pending of dst's context (wait(), then
+        close()); both buffers are referenced until it is done."""
+        from ._program import Outputs, Pending
+        desc = self._copy_desc(dst, nbytes, src_offset, dst_offset, staged)
+        handle = PendingHandle()
+        _call("vyre_buffer_copy_async", byref(desc), byref(handle))
+        return Pending(handle.bits, dst, (self, dst), Outputs())
 
     def upload(self, data: Any, offset: int = 0) -> None:
         """Copies data (any bytes-like object) into the buffer at offset, and waits."""

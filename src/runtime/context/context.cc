@@ -80,6 +80,12 @@ absl::Status QueryDeviceInfo(const char* what, uint32_t ordinal, vyre_device_inf
     *a.field = static_cast<uint32_t>(value);
   }
   out.driver_version = static_cast<uint32_t>(driver::DriverVersion());
+  const int count = std::min(driver::DeviceCount(), 64);
+  for (int peer = 0; peer < count; ++peer) {
+    VYRE_ASSIGN_OR_RETURN(bool can_access,
+                          DeviceCanAccessPeer(ordinal, static_cast<uint32_t>(peer), what));
+    if (can_access) out.peer_access_mask |= uint64_t{1} << peer;
+  }
   *info = out;
   return absl::OkStatus();
 }

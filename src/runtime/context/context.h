@@ -6,6 +6,7 @@
 
 #include <cuda.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -19,9 +20,14 @@
 #include "runtime/program/module_cache.h"
 #include "runtime/transfer/staging_ring.h"
 #include "runtime/context/telemetry.h"
+#include "runtime/context/peer_access.h"
 #include "vyre_cuda.h"
 
 namespace vyre {
+
+// vyre_device_info as the first release had it (before peer_access_mask):
+// older callers' structs are at least this large.
+inline constexpr size_t kDeviceInfoV1 = offsetof(vyre_device_info, peer_access_mask);
 
 // Fills `info` for a device ordinal; the driver must be loaded. `what` (the
 // API call) starts the messages.
@@ -53,6 +59,8 @@ class Context {
 
   uint64_t handle() const { return handle_; }
   void set_handle(uint64_t bits) { handle_ = bits; }
+  // The peer contexts asked about for copies from this one (peer_access.h).
+  PeerLinks& peers() { return peers_; }
 
   // Records that the context owns handle `bits` of `table`. Fails with
   // STALE_HANDLE when the context is being destroyed, so no object outlives
@@ -100,6 +108,7 @@ class Context {
   std::unique_ptr<StagingRing> staging_;
   CUdeviceptr zero_params_ = 0;
   uint64_t handle_ = 0;
+  PeerLinks peers_;
 
   std::mutex capture_mu_;
   driver::StreamGuard capture_stream_;  // guarded by capture_mu_

@@ -33,8 +33,8 @@ CUresult fake_cuDevicePrimaryCtxRetain(CUcontext* context, CUdevice dev) {
   if (CUresult r = RequireDevice(dev, "cuDevicePrimaryCtxRetain")) return r;
   if (context == nullptr) return Misuse(CUDA_ERROR_INVALID_VALUE, "cuDevicePrimaryCtxRetain: NULL");
   if (S().sticky != CUDA_SUCCESS) return S().sticky;
-  ++S().primary_retains;
-  *context = reinterpret_cast<CUcontext>(&S().primary);
+  ++S().primary_retains[dev];
+  *context = PrimaryOf(dev);
   return CUDA_SUCCESS;
 }
 
@@ -42,29 +42,33 @@ CUresult fake_cuDevicePrimaryCtxRelease(CUdevice dev) {
   Lock lock(S().mu);
   if (CUresult r = RequireInit("cuDevicePrimaryCtxRelease")) return r;
   if (CUresult r = RequireDevice(dev, "cuDevicePrimaryCtxRelease")) return r;
-  if (S().primary_retains <= 0) {
+  if (S().primary_retains[dev] <= 0) {
     return Misuse(CUDA_ERROR_INVALID_CONTEXT, "cuDevicePrimaryCtxRelease without a retain");
   }
-  --S().primary_retains;
+  --S().primary_retains[dev];
   return CUDA_SUCCESS;
 }
 
 // Destroys every object of the primary context and clears a fault; the
-// retain count is left alone (callers still release their retains).
+// retain count is left alone (callers still release their retains). With
+// FAKE_CUDA_DEVICES > 1 it destroys every device's objects and peer access
+// (the fault tests run on one device).
 CUresult fake_cuDevicePrimaryCtxReset(CUdevice dev) {
   Lock lock(S().mu);
   if (CUresult r = RequireInit("cuDevicePrimaryCtxReset")) return r;
   if (CUresult r = RequireDevice(dev, "cuDevicePrimaryCtxReset")) return r;
   State& s = S();
-  if (s.primary_retains > 0) {
+  if (s.primary_retains[dev] > 0) {
     // Legal for the driver, but it destroys what the holders still use.
     Misuse(CUDA_SUCCESS, "cuDevicePrimaryCtxReset while %lld retain(s) are held",
-           static_cast<long long>(s.primary_retains));
+           static_cast<long long>(s.primary_retains[dev]));
   }
   uint64_t reclaimed = 0;
   for (auto& [base, bytes] : s.device_allocations) std::free(reinterpret_cast<void*>(base));
   reclaimed += s.device_allocations.size();
   s.device_allocations.clear();
+  s.allocation_devices.clear();
+  s.peer_enabled.clear();
   s.device_bytes = 0;
   for (auto& [base, bytes] : s.pinned_allocations) {
     std::free(reinterpret_cast<unsigned char*>(base) - kPinnedPoolOffset);
@@ -109,7 +113,7 @@ CUresult fake_cuCtxGetCurrent(CUcontext* context) {
 CUresult fake_cuCtxSetCurrent(CUcontext context) {
   Lock lock(S().mu);
   if (CUresult r = RequireInit("cuCtxSetCurrent")) return r;
-  if (context != nullptr && context != reinterpret_cast<CUcontext>(&S().primary)) {
+  if (context != nullptr && DeviceOfContext(context) < 0) {
     return Misuse(CUDA_ERROR_INVALID_CONTEXT, "cuCtxSetCurrent: unknown context %p",
                   static_cast<void*>(context));
   }

@@ -43,6 +43,13 @@
 //                           a CUresult (number) that cuInit, cuDriverGetVersion
 //                           or cuDeviceGetCount returns instead of succeeding.
 //   FAKE_CUDA_MEMORY_BYTES  device memory capacity (default 1 GiB).
+//   FAKE_CUDA_DEVICES=<n>   n devices (1 to 4, default 1), each with its own
+//                           primary context; streams, events and allocations
+//                           belong to the device whose context was current,
+//                           and work touching another device's memory without
+//                           peer access (cuCtxEnablePeerAccess) is misuse.
+//   FAKE_CUDA_PEER_ACCESS=0 cuDeviceCanAccessPeer says 0 for every pair
+//                           (default: 1 between different devices).
 //   FAKE_CUDA_DEFER_COPIES=1  async host<->device copies run only when the
 //                           host waits (a sync, query, free, or a call that
 //                           must see the device's memory).
@@ -135,6 +142,9 @@ const ProcEntry kProcs[] = {
     FAKE_PROC(cuGraphExecMemsetNodeSetParams),
     FAKE_PROC(cuPointerGetAttributes),
     FAKE_PROC(cuStreamWaitEvent),
+    FAKE_PROC(cuDeviceCanAccessPeer),
+    FAKE_PROC(cuCtxEnablePeerAccess),
+    FAKE_PROC(cuMemcpyPeerAsync),
 };
 #undef FAKE_PROC
 
@@ -193,7 +203,8 @@ FAKE_EXPORT void fake_cuda_get_stats(fake_cuda_stats* out) {
   st.modules_live = s.modules.size();
   st.streams_live = s.streams.size();
   st.events_live = s.events.size();
-  st.primary_context_retains = s.primary_retains;
+  st.primary_context_retains = 0;
+  for (int64_t retains : s.primary_retains) st.primary_context_retains += retains;
   st.graphs_live = s.graphs.size();
   st.graph_execs_live = s.graph_execs.size();
   *out = st;

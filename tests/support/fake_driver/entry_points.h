@@ -20,6 +20,8 @@ CUresult fake_cuDeviceGet(CUdevice* device, int ordinal);
 CUresult fake_cuDeviceGetName(char* name, int len, CUdevice dev);
 CUresult fake_cuDeviceGetAttribute(int* value, CUdevice_attribute attribute, CUdevice dev);
 CUresult fake_cuDeviceTotalMem(size_t* bytes, CUdevice dev);
+CUresult fake_cuDeviceCanAccessPeer(int* can_access, CUdevice dev, CUdevice peer);
+CUresult fake_cuCtxEnablePeerAccess(CUcontext peer, unsigned int flags);
 
 // --- context.cc --------------------------------------------------------------
 
@@ -47,6 +49,8 @@ CUresult fake_cuPointerGetAttributes(unsigned int count, CUpointer_attribute* at
 CUresult fake_cuMemcpyHtoDAsync(CUdeviceptr dst, const void* src, size_t bytes, CUstream stream);
 CUresult fake_cuMemcpyDtoHAsync(void* dst, CUdeviceptr src, size_t bytes, CUstream stream);
 CUresult fake_cuMemcpyDtoDAsync(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream stream);
+CUresult fake_cuMemcpyPeerAsync(CUdeviceptr dst, CUcontext dst_context, CUdeviceptr src,
+                                CUcontext src_context, size_t bytes, CUstream stream);
 CUresult fake_cuMemsetD8Async(CUdeviceptr dst, unsigned char value, size_t bytes, CUstream stream);
 CUresult fake_cuMemsetD32Async(CUdeviceptr dst, unsigned int value, size_t count,
                                CUstream stream);

@@ -199,7 +199,7 @@ CUresult fake_cuGraphExecMemsetNodeSetParams(CUgraphExec exec, CUgraphNode node,
   if (n == nullptr) return CUDA_ERROR_INVALID_VALUE;
   if (n->op != NodeOp::kMemset) return Misuse(CUDA_ERROR_INVALID_VALUE, "%s: not a memset node", fn);
   if (params == nullptr) return Misuse(CUDA_ERROR_INVALID_VALUE, "%s: NULL params", fn);
-  if (context != reinterpret_cast<CUcontext>(&S().primary)) {
+  if (context != current_context) {
     return Misuse(CUDA_ERROR_INVALID_CONTEXT, "%s: context %p is not the node's context", fn,
                   static_cast<void*>(context));
   }

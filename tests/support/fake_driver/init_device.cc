@@ -1,5 +1,6 @@
 // cuInit, the driver version, error names and strings, and the device
-// queries of the one fake device.
+// queries of the fake devices (one, or FAKE_CUDA_DEVICES) and their peer
+// access.
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -26,6 +27,18 @@ CUresult FakeInit(unsigned int flags) {
     const char* defer_all = std::getenv("FAKE_CUDA_DEFER_ALL");
     S().defer_all = defer_all != nullptr && std::strcmp(defer_all, "1") == 0;
     S().defer_copies = S().defer_all || (defer != nullptr && std::strcmp(defer, "1") == 0);
+    const char* devices = std::getenv("FAKE_CUDA_DEVICES");
+    if (devices != nullptr && *devices != '\0') {
+      const int n = std::atoi(devices);
+      if (n < 1 || n > kMaxDevices) {
+        std::fprintf(stderr, "fake cuda: FAKE_CUDA_DEVICES='%s' is not 1 to %d; using 1\n",
+                     devices, kMaxDevices);
+      } else {
+        S().device_count = n;
+      }
+    }
+    const char* peers = std::getenv("FAKE_CUDA_PEER_ACCESS");
+    S().peer_capable = peers == nullptr || std::strcmp(peers, "0") != 0;
   }
   return CUDA_SUCCESS;
 }
@@ -79,6 +92,12 @@ constexpr ErrorText kErrors[] = {
      "operation not permitted on an event last recorded in a capturing stream"},
     {CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD, "CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD",
      "attempt to terminate a thread-local capture sequence from another thread"},
+    {CUDA_ERROR_PEER_ACCESS_UNSUPPORTED, "CUDA_ERROR_PEER_ACCESS_UNSUPPORTED",
+     "peer access is not supported between these two devices"},
+    {CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED, "CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED",
+     "peer access is already enabled"},
+    {CUDA_ERROR_TOO_MANY_PEERS, "CUDA_ERROR_TOO_MANY_PEERS",
+     "peer mapping resources exhausted"},
     {CUDA_ERROR_UNKNOWN, "CUDA_ERROR_UNKNOWN", "unknown error"},
 };
 
@@ -114,7 +133,7 @@ CUresult fake_cuDeviceGetCount(int* count) {
   if (CUresult r = RequireInit("cuDeviceGetCount")) return r;
   if (count == nullptr) return Misuse(CUDA_ERROR_INVALID_VALUE, "cuDeviceGetCount: NULL count");
   if (CUresult r = EnvResult("FAKE_CUDA_COUNT_RESULT")) return r;
-  *count = 1;
+  *count = S().device_count;
   return CUDA_SUCCESS;
 }
 
@@ -122,8 +141,8 @@ CUresult fake_cuDeviceGet(CUdevice* device, int ordinal) {
   Lock lock(S().mu);
   if (CUresult r = RequireInit("cuDeviceGet")) return r;
   if (device == nullptr) return Misuse(CUDA_ERROR_INVALID_VALUE, "cuDeviceGet: NULL device");
-  if (ordinal != 0) return CUDA_ERROR_INVALID_DEVICE;
-  *device = 0;
+  if (ordinal < 0 || ordinal >= S().device_count) return CUDA_ERROR_INVALID_DEVICE;
+  *device = ordinal;
   return CUDA_SUCCESS;
 }
 
@@ -186,6 +205,56 @@ CUresult fake_cuDeviceTotalMem(size_t* bytes, CUdevice dev) {
   if (CUresult r = RequireDevice(dev, "cuDeviceTotalMem")) return r;
   if (bytes == nullptr) return Misuse(CUDA_ERROR_INVALID_VALUE, "cuDeviceTotalMem: NULL");
   *bytes = S().capacity;
+  return CUDA_SUCCESS;
+}
+
+}  // namespace fake_driver
+
+namespace fake_driver {
+
+// ---------------------------------------------------------------------------
+// Peer access
+// ---------------------------------------------------------------------------
+
+CUresult fake_cuDeviceCanAccessPeer(int* can_access, CUdevice dev, CUdevice peer) {
+  Lock lock(S().mu);
+  if (CUresult r = RequireInit("cuDeviceCanAccessPeer")) return r;
+  if (CUresult r = RequireDevice(dev, "cuDeviceCanAccessPeer")) return r;
+  if (CUresult r = RequireDevice(peer, "cuDeviceCanAccessPeer")) return r;
+  if (can_access == nullptr) {
+    return Misuse(CUDA_ERROR_INVALID_VALUE, "cuDeviceCanAccessPeer: NULL");
+  }
+  *can_access = S().peer_capable && dev != peer ? 1 : 0;
+  return CUDA_SUCCESS;
+}
+
+// Lets the current context's device reach `peer`'s memory. Asking without
+// cuDeviceCanAccessPeer's yes, for the same device or with flags is misuse;
+// a second enable answers CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED, as the real
+// driver does (other CUDA code in the process may have enabled it first).
+CUresult fake_cuCtxEnablePeerAccess(CUcontext peer, unsigned int flags) {
+  static constexpr const char* fn = "cuCtxEnablePeerAccess";
+  Lock lock(S().mu);
+  if (CUresult r = RequireContext(fn)) return r;
+  if (flags != 0) return Misuse(CUDA_ERROR_INVALID_VALUE, "%s: flags 0x%x", fn, flags);
+  const int peer_device = DeviceOfContext(peer);
+  if (peer_device < 0 || S().primary_retains[peer_device] <= 0) {
+    return Misuse(CUDA_ERROR_INVALID_CONTEXT, "%s: %p is not a retained primary context", fn,
+                  static_cast<void*>(peer));
+  }
+  const int device = CurrentDevice();
+  if (peer_device == device) {
+    return Misuse(CUDA_ERROR_INVALID_DEVICE, "%s: the peer is the current context's device", fn);
+  }
+  if (!S().peer_capable) {
+    return Misuse(CUDA_ERROR_PEER_ACCESS_UNSUPPORTED,
+                  "%s: device %d cannot access device %d (cuDeviceCanAccessPeer says 0)", fn,
+                  device, peer_device);
+  }
+  if (!S().peer_enabled.insert({device, peer_device}).second) {
+    return CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED;
+  }
+  ++S().stats.peer_enables;
   return CUDA_SUCCESS;
 }
 

@@ -60,6 +60,7 @@ CUresult Launch(const char* fn, CUfunction function, const LaunchShape& shape, C
   if (CUresult r = RequireContext(fn, kEnqueue)) return r;
   if (S().latent != CUDA_SUCCESS) return CUDA_SUCCESS;  // a latent fault: accepted, dropped
   if (CUresult r = CheckStream(stream, fn)) return r;
+  if (CUresult r = CheckStreamDevice(stream, fn)) return r;
   if (cooperative) {
     if (CUresult r = RejectOnCapturingStream(stream, fn)) return r;
   }

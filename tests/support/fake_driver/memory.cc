@@ -41,6 +41,7 @@ CUresult fake_cuMemAlloc(CUdeviceptr* ptr, size_t bytes) {
   if (posix_memalign(&memory, kDeviceAlignment, rounded) != 0) return CUDA_ERROR_OUT_OF_MEMORY;
   std::memset(memory, kFreshMemoryPattern, rounded);
   s.device_allocations[reinterpret_cast<uintptr_t>(memory)] = bytes;
+  s.allocation_devices[reinterpret_cast<uintptr_t>(memory)] = CurrentDevice();
   s.device_bytes += bytes;
   *ptr = reinterpret_cast<CUdeviceptr>(memory);
   return CUDA_SUCCESS;
@@ -58,6 +59,7 @@ CUresult fake_cuMemFree(CUdeviceptr ptr) {
                   static_cast<unsigned long long>(ptr));
   }
   s.device_bytes -= it->second;
+  s.allocation_devices.erase(it->first);
   std::free(reinterpret_cast<void*>(it->first));
   s.device_allocations.erase(it);
   return CUDA_SUCCESS;
@@ -184,8 +186,9 @@ bool FindRange(const std::map<uintptr_t, size_t>& ranges, uintptr_t address, uin
 // As the real driver documents: a pointer CUDA does not know is no error;
 // its attributes read as "none" (memory type 0, a NULL context, range 0; the
 // ordinal -2 here). Device allocations are CU_MEMORYTYPE_DEVICE, pinned allocations
-// and registered ranges CU_MEMORYTYPE_HOST, all on device 0 in the primary
-// context. Attributes this fake does not model are misuse.
+// and registered ranges CU_MEMORYTYPE_HOST; device memory reports the device
+// (and its primary context) it was allocated on, host memory device 0.
+// Attributes this fake does not model are misuse.
 CUresult fake_cuPointerGetAttributes(unsigned int count, CUpointer_attribute* attributes,
                                      void** data, CUdeviceptr ptr) {
   Lock lock(S().mu);
@@ -199,8 +202,10 @@ CUresult fake_cuPointerGetAttributes(unsigned int count, CUpointer_attribute* at
   uintptr_t base = 0;
   size_t bytes = 0;
   unsigned int type = 0;
+  int device = 0;  // pinned memory reports device 0, as before
   if (FindRange(s.device_allocations, address, &base, &bytes)) {
     type = CU_MEMORYTYPE_DEVICE;
+    device = std::max(DeviceOfPointer(ptr), 0);
   } else if (FindRange(s.pinned_allocations, address, &base, &bytes) ||
              FindRange(s.registered, address, &base, &bytes)) {
     type = CU_MEMORYTYPE_HOST;
@@ -216,10 +221,10 @@ CUresult fake_cuPointerGetAttributes(unsigned int count, CUpointer_attribute* at
         break;
       case CU_POINTER_ATTRIBUTE_CONTEXT:
         *static_cast<CUcontext*>(data[i]) =
-            known ? reinterpret_cast<CUcontext>(&s.primary) : nullptr;
+            known ? PrimaryOf(device) : nullptr;
         break;
       case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
-        *static_cast<int*>(data[i]) = known ? 0 : -2;
+        *static_cast<int*>(data[i]) = known ? device : -2;
         break;
       case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
         *static_cast<CUdeviceptr*>(data[i]) = known ? static_cast<CUdeviceptr>(base) : 0;

@@ -1,6 +1,7 @@
 // The fake driver's state and the checks every entry point makes: the
 // device's environment, misuse reports, cuInit and the current context,
 // device ranges, handle lookups and the hold.
+#include <algorithm>
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
@@ -73,7 +74,8 @@ CUresult RequireContext(const char* fn, bool enqueue) {
   if (current_context == nullptr) {
     return Misuse(CUDA_ERROR_INVALID_CONTEXT, "%s with no current context on this thread", fn);
   }
-  if (current_context != reinterpret_cast<CUcontext>(&S().primary) || S().primary_retains <= 0) {
+  const int device = DeviceOfContext(current_context);
+  if (device < 0 || S().primary_retains[device] <= 0) {
     return Misuse(CUDA_ERROR_INVALID_CONTEXT, "%s with a current context that is not retained",
                   fn);
   }
@@ -88,8 +90,46 @@ CUresult RequireContext(const char* fn, bool enqueue) {
 }
 
 CUresult RequireDevice(CUdevice dev, const char* fn) {
-  if (dev != 0) return Misuse(CUDA_ERROR_INVALID_DEVICE, "%s on device %d", fn, dev);
+  if (dev < 0 || dev >= S().device_count) {
+    return Misuse(CUDA_ERROR_INVALID_DEVICE, "%s on device %d", fn, dev);
+  }
   return CUDA_SUCCESS;
+}
+
+CUcontext PrimaryOf(int device) { return reinterpret_cast<CUcontext>(&S().primaries[device]); }
+
+int DeviceOfContext(CUcontext context) {
+  for (int d = 0; d < S().device_count; ++d) {
+    if (context == PrimaryOf(d)) return d;
+  }
+  return -1;
+}
+
+int CurrentDevice() {
+  const int device = DeviceOfContext(current_context);
+  return device < 0 ? 0 : device;
+}
+
+int DeviceOfPointer(CUdeviceptr ptr) {
+  const auto& allocs = S().device_allocations;
+  auto it = allocs.upper_bound(static_cast<uintptr_t>(ptr));
+  if (it == allocs.begin()) return -1;
+  --it;
+  if (ptr - it->first >= std::max<size_t>(it->second, 1)) return -1;
+  auto device = S().allocation_devices.find(it->first);
+  return device == S().allocation_devices.end() ? -1 : device->second;
+}
+
+bool DeviceMayAccess(int device, int owner) {
+  return device == owner || S().peer_enabled.count({device, owner}) > 0;
+}
+
+CUresult CheckStreamDevice(CUstream stream, const char* fn) {
+  auto* s = reinterpret_cast<FakeStream*>(stream);
+  if (S().streams.count(s) == 0 || s->device == CurrentDevice()) return CUDA_SUCCESS;
+  return Misuse(CUDA_ERROR_INVALID_HANDLE,
+                "%s: the stream belongs to device %d's context, but device %d's is current", fn,
+                s->device, CurrentDevice());
 }
 
 // True when [ptr, ptr + bytes) lies inside one live device allocation.

@@ -38,6 +38,12 @@ constexpr size_t kDeviceAlignment = 256;
 constexpr unsigned char kFreshMemoryPattern = 0xA5;  // never zero: zeroing must be explicit
 constexpr auto kHoldLimit = std::chrono::seconds(5);
 
+// FAKE_CUDA_DEVICES=<n> (1 to kMaxDevices, default 1) describes n identical
+// devices, each with its own primary context; FAKE_CUDA_PEER_ACCESS=0 makes
+// cuDeviceCanAccessPeer say no for every pair (the default says yes between
+// different devices), so the engine's staged path runs.
+constexpr int kMaxDevices = 4;
+
 enum class Mode { kOk, kNoDevice, kOld, kStub };
 
 // ---------------------------------------------------------------------------
@@ -75,6 +81,11 @@ struct FakeGraphNode {
   void* host_dst = nullptr;        // DtoH
   const void* host_src = nullptr;  // HtoD
   bool host_pinned = false;        // the host range was pinned memory at capture
+  // Device of the context that enqueued a copy or memset (-1: not recorded),
+  // whose memory (or a peer's it enabled) it may touch; cuMemcpyPeerAsync
+  // copies (`peer`) may touch both of their contexts' devices.
+  int device = -1;
+  bool peer = false;
   size_t bytes = 0;
   unsigned char value = 0;         // memset
   // Kernels: the function is named by its module's load and its name.
@@ -107,6 +118,7 @@ struct FakeCapture {
 
 struct FakeStream {
   unsigned flags = 0;
+  int device = 0;  // of the context current at cuStreamCreate
   std::unique_ptr<FakeCapture> capture;  // set while capturing
   // The last cuStreamEndCapture ended an invalidated capture: one more
   // cuStreamEndCapture (the engine's check that the capture is off) answers
@@ -115,6 +127,7 @@ struct FakeStream {
 };
 struct FakeEvent {
   unsigned flags = 0;
+  int device = 0;  // of the context current at cuEventCreate
   bool recorded = false;
   uint64_t stream = 0;    // the stream of the last cuEventRecord (as an integer)
   bool captured = false;  // last recorded in a capturing stream
@@ -131,10 +144,15 @@ struct State {
   std::condition_variable hold_changed;
   bool initialized = false;
   bool hold = false;
-  FakeContext primary;
-  int64_t primary_retains = 0;
+  int device_count = 1;       // FAKE_CUDA_DEVICES
+  bool peer_capable = true;  // FAKE_CUDA_PEER_ACCESS (not "0")
+  FakeContext primaries[kMaxDevices];
+  int64_t primary_retains[kMaxDevices] = {};
+  // cuCtxEnablePeerAccess: (device of the current context, peer device).
+  std::set<std::pair<int, int>> peer_enabled;
   uint64_t capacity = kDefaultMemoryBytes;
   std::map<uintptr_t, size_t> device_allocations;  // base -> bytes
+  std::map<uintptr_t, int> allocation_devices;     // base -> device it was allocated on
   uint64_t device_bytes = 0;
   std::map<uintptr_t, size_t> pinned_allocations;
   uint64_t pinned_bytes = 0;
@@ -177,6 +195,20 @@ CUresult Misuse(CUresult code, const char* format, ...) __attribute__((format(pr
 CUresult RequireInit(const char* fn);
 CUresult RequireContext(const char* fn, bool enqueue = false);
 CUresult RequireDevice(CUdevice dev, const char* fn);
+// The primary context of `device`, and the device of a primary context (-1
+// for anything else).
+CUcontext PrimaryOf(int device);
+int DeviceOfContext(CUcontext context);
+// The device of the current context (0 when none is current).
+int CurrentDevice();
+// The device that allocated the allocation holding `ptr` (-1: none).
+int DeviceOfPointer(CUdeviceptr ptr);
+// Memory of `owner` used by work of `device`: its own, or a peer's that
+// `device` enabled access to.
+bool DeviceMayAccess(int device, int owner);
+// Work enqueued on a created stream must come from a context of the
+// stream's device.
+CUresult CheckStreamDevice(CUstream stream, const char* fn);
 bool DeviceRangeValid(CUdeviceptr ptr, uint64_t bytes);
 CUresult CheckDeviceRange(CUdeviceptr ptr, uint64_t bytes, const char* fn);
 FakeEvent* FindEvent(CUevent event);

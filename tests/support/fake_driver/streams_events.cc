@@ -16,7 +16,9 @@ CUresult fake_cuStreamCreate(CUstream* stream, unsigned int flags) {
   Lock lock(S().mu);
   if (CUresult r = RequireContext("cuStreamCreate")) return r;
   if (stream == nullptr) return Misuse(CUDA_ERROR_INVALID_VALUE, "cuStreamCreate: NULL");
-  auto* s = new FakeStream{flags};
+  auto* s = new FakeStream{};
+  s->flags = flags;
+  s->device = CurrentDevice();
   S().streams.insert(s);
   *stream = reinterpret_cast<CUstream>(s);
   return CUDA_SUCCESS;
@@ -68,6 +70,7 @@ CUresult fake_cuEventCreate(CUevent* event, unsigned int flags) {
   if (event == nullptr) return Misuse(CUDA_ERROR_INVALID_VALUE, "cuEventCreate: NULL");
   auto* e = new FakeEvent{};
   e->flags = flags;
+  e->device = CurrentDevice();
   S().events.insert(e);
   *event = reinterpret_cast<CUevent>(e);
   return CUDA_SUCCESS;
@@ -92,6 +95,14 @@ CUresult fake_cuEventRecord(CUevent event, CUstream stream) {
   if (CUresult r = CheckStream(stream, "cuEventRecord")) return r;
   FakeEvent* e = FindEvent(event);
   if (e == nullptr) return Misuse(CUDA_ERROR_INVALID_HANDLE, "cuEventRecord: unknown event");
+  if (CUresult r = CheckStreamDevice(stream, "cuEventRecord")) return r;
+  if (e->device != CurrentDevice()) {
+    // An event is recorded on a stream of its own context.
+    return Misuse(CUDA_ERROR_INVALID_HANDLE,
+                  "cuEventRecord: an event of device %d's context recorded with device %d's "
+                  "current",
+                  e->device, CurrentDevice());
+  }
   FakeCapture* capture = nullptr;
   if (CUresult r = StreamCapture(stream, "cuEventRecord", &capture)) return r;
   if (capture != nullptr) {
@@ -117,6 +128,9 @@ CUresult fake_cuStreamWaitEvent(CUstream stream, CUevent event, unsigned int fla
   if (CUresult r = CheckStream(stream, "cuStreamWaitEvent")) return r;
   FakeEvent* e = FindEvent(event);
   if (e == nullptr) return Misuse(CUDA_ERROR_INVALID_HANDLE, "cuStreamWaitEvent: unknown event");
+  // The event may be another context's, of any device (how work is ordered
+  // across devices); the stream must be the current context's.
+  if (CUresult r = CheckStreamDevice(stream, "cuStreamWaitEvent")) return r;
   if (flags != 0 && flags != CU_EVENT_WAIT_EXTERNAL) {
     return Misuse(CUDA_ERROR_INVALID_VALUE, "cuStreamWaitEvent: flags 0x%x", flags);
   }

@@ -14,6 +14,22 @@
 
 namespace fake_driver {
 
+namespace {
+
+// Device memory a copy or memset of `n.device` touches must be that
+// device's, or a peer's it enabled access to (cuCtxEnablePeerAccess).
+CUresult CheckAccess(const FakeGraphNode& n, CUdeviceptr ptr, const char* fn) {
+  if (n.device < 0 || n.peer) return CUDA_SUCCESS;
+  const int owner = DeviceOfPointer(ptr);
+  if (owner < 0 || DeviceMayAccess(n.device, owner)) return CUDA_SUCCESS;
+  return Misuse(CUDA_ERROR_INVALID_VALUE,
+                "%s: device %d's work touches device %d's memory at 0x%llx without peer access "
+                "(cuCtxEnablePeerAccess) from device %d",
+                fn, n.device, owner, static_cast<unsigned long long>(ptr), n.device);
+}
+
+}  // namespace
+
 // Validates a copy or memset against live memory: when it is called (run at
 // once or captured) and again every time a graph holding it runs.
 CUresult CheckTransfer(const FakeGraphNode& n, const char* fn) {
@@ -33,12 +49,19 @@ CUresult CheckTransfer(const FakeGraphNode& n, const char* fn) {
     case NodeOp::kCopyDtoD:
       if (CUresult r = CheckDeviceRange(n.dst, n.bytes, fn)) return r;
       if (CUresult r = CheckDeviceRange(n.src, n.bytes, fn)) return r;
+      if (CUresult r = CheckAccess(n, n.src, fn)) return r;
       break;
     case NodeOp::kMemset:
       if (CUresult r = CheckDeviceRange(n.dst, n.bytes, fn)) return r;
       break;
     case NodeOp::kKernel:
       break;
+  }
+  if (n.op != NodeOp::kKernel && n.op != NodeOp::kCopyDtoH) {
+    if (CUresult r = CheckAccess(n, n.dst, fn)) return r;
+  }
+  if (n.op == NodeOp::kCopyDtoH) {
+    if (CUresult r = CheckAccess(n, n.src, fn)) return r;
   }
   if (n.host_pinned) {
     const void* host = n.op == NodeOp::kCopyHtoD ? n.host_src : n.host_dst;
@@ -68,7 +91,7 @@ void RunTransfer(const FakeGraphNode& n) {
       break;
     case NodeOp::kCopyDtoD:
       if (n.bytes > 0) std::memmove(dst, src, n.bytes);
-      ++st.memcpy_dtod;
+      ++(n.peer ? st.memcpy_peer : st.memcpy_dtod);
       break;
     case NodeOp::kMemset:
       if (n.bytes > 0) std::memset(dst, n.value, n.bytes);
@@ -107,8 +130,15 @@ namespace {
 // A copy or memset enqueued on `stream`: runs at once, or becomes a node of
 // the stream's capture. A failed call invalidates the capture.
 CUresult SubmitTransfer(CUstream stream, FakeGraphNode node, const char* fn) {
+  if (CUresult r = CheckStreamDevice(stream, fn)) return r;
+  node.device = CurrentDevice();
   FakeCapture* capture = nullptr;
   if (CUresult r = StreamCapture(stream, fn, &capture)) return r;
+  if (capture != nullptr && node.peer) {
+    capture->invalidated = true;
+    return Misuse(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, "%s: captured peer copies are not faked",
+                  fn);
+  }
   if (CUresult r = CheckTransfer(node, fn)) {
     if (capture != nullptr) capture->invalidated = true;
     return r;
@@ -170,6 +200,41 @@ CUresult fake_cuMemcpyDtoDAsync(CUdeviceptr dst, CUdeviceptr src, size_t bytes, 
   return SubmitTransfer(stream, std::move(node), "cuMemcpyDtoDAsync");
 }
 
+// Copies between the memory of two contexts' devices, with or without peer
+// access (the real driver stages through the host without it): each range
+// must lie in an allocation of its context's device; the stream is the
+// current context's.
+CUresult fake_cuMemcpyPeerAsync(CUdeviceptr dst, CUcontext dst_context, CUdeviceptr src,
+                                CUcontext src_context, size_t bytes, CUstream stream) {
+  static constexpr const char* fn = "cuMemcpyPeerAsync";
+  Lock lock(S().mu);
+  if (CUresult r = RequireContext(fn, kEnqueue)) return r;
+  if (S().latent != CUDA_SUCCESS) return CUDA_SUCCESS;  // a latent fault: accepted, dropped
+  if (CUresult r = CheckStream(stream, fn)) return r;
+  const int dst_device = DeviceOfContext(dst_context);
+  const int src_device = DeviceOfContext(src_context);
+  if (dst_device < 0 || src_device < 0 || S().primary_retains[dst_device] <= 0 ||
+      S().primary_retains[src_device] <= 0) {
+    return Misuse(CUDA_ERROR_INVALID_CONTEXT, "%s: a context is not a retained primary context",
+                  fn);
+  }
+  if (CUresult r = CheckDeviceRange(dst, bytes, fn)) return r;
+  if (CUresult r = CheckDeviceRange(src, bytes, fn)) return r;
+  if (DeviceOfPointer(dst) != dst_device || DeviceOfPointer(src) != src_device) {
+    return Misuse(CUDA_ERROR_INVALID_VALUE,
+                  "%s: dst is device %d's memory (context of device %d passed), src device "
+                  "%d's (context of device %d passed)",
+                  fn, DeviceOfPointer(dst), dst_device, DeviceOfPointer(src), src_device);
+  }
+  FakeGraphNode node;
+  node.op = NodeOp::kCopyDtoD;
+  node.peer = true;
+  node.dst = dst;
+  node.src = src;
+  node.bytes = bytes;
+  return SubmitTransfer(stream, std::move(node), fn);
+}
+
 CUresult fake_cuMemsetD8Async(CUdeviceptr dst, unsigned char value, size_t bytes, CUstream stream) {
   Lock lock(S().mu);
   if (CUresult r = RequireContext("cuMemsetD8Async", kEnqueue)) return r;
@@ -198,6 +263,7 @@ CUresult fake_cuMemsetD32Async(CUdeviceptr dst, unsigned int value, size_t count
     capture->invalidated = true;
     return Misuse(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, "%s: captured 32-bit fills are not faked", fn);
   }
+  if (CUresult r = CheckStreamDevice(stream, fn)) return r;
   if (dst % 4 != 0) return Misuse(CUDA_ERROR_INVALID_VALUE, "%s: destination not 4-byte aligned", fn);
   if (CUresult r = CheckDeviceRange(dst, uint64_t{count} * 4, fn)) return r;
   uint32_t* p = reinterpret_cast<uint32_t*>(static_cast<uintptr_t>(dst));

@@ -1,6 +1,7 @@
 // The torture operations on buffers: allocate, free, query, and uploads and
 // downloads (single and ranged) checked against each buffer's shadow.
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -111,6 +112,56 @@ void Torture::Upload() {
     std::copy(data.begin(), data.end(), b.shadow.begin() + offset);
     std::fill(b.known.begin() + offset, b.known.begin() + offset + bytes, 1);
   }
+}
+
+// vyre_buffer_copy between two buffers (perhaps the same one, perhaps of two
+// contexts): out-of-range and overlapping ranges are refused, anything else
+// copies the source's shadow (known bytes and unknown ones alike, since the
+// copy runs after the work already enqueued on both contexts).
+void Torture::BufferCopy() {
+  int src_index, dst_index;
+  HandleChoice src_choice, dst_choice;
+  vyre_buffer src{PickBufferHandle(&src_index, &src_choice)};
+  vyre_buffer dst{PickBufferHandle(&dst_index, &dst_choice)};
+  if (src_index >= 0 && dst_index >= 0 && src_index != dst_index && rng_.Chance(0.2)) {
+    dst = src;  // one buffer: overlapping ranges come up often
+    dst_index = src_index;
+  }
+  const uint64_t src_size =
+      src_index >= 0 ? pop_.buffers[size_t(src_index)].bytes : rng_.Range(1, kMaxBufferBytes);
+  const uint64_t dst_size =
+      dst_index >= 0 ? pop_.buffers[size_t(dst_index)].bytes : rng_.Range(1, kMaxBufferBytes);
+  vyre_buffer_copy_desc desc = VYRE_BUFFER_COPY_DESC_INIT;
+  desc.src = src;
+  desc.dst = dst;
+  desc.src_offset = RandomOffset(src_size);
+  desc.dst_offset = RandomOffset(dst_size);
+  desc.bytes = RandomLength(std::min(src_size, dst_size),
+                            std::max(desc.src_offset, desc.dst_offset));
+  vyre_status s = Check(vyre_buffer_copy(&desc), "vyre_buffer_copy");
+  ExpectNotOk(s, src_choice, "vyre_buffer_copy");
+  ExpectNotOk(s, dst_choice, "vyre_buffer_copy");
+  if (src_choice != HandleChoice::kValid || dst_choice != HandleChoice::kValid) return;
+  if (!InRange(desc.src_offset, desc.bytes, src_size) ||
+      !InRange(desc.dst_offset, desc.bytes, dst_size)) {
+    ExpectStatus(s, VYRE_STATUS_OUT_OF_RANGE, "vyre_buffer_copy");
+    return;
+  }
+  if (src_index == dst_index && desc.bytes > 0 &&
+      desc.src_offset < desc.dst_offset + desc.bytes &&
+      desc.dst_offset < desc.src_offset + desc.bytes) {
+    ExpectStatus(s, VYRE_STATUS_INVALID_ARGUMENT, "vyre_buffer_copy (overlap)");
+    return;
+  }
+  ExpectStatus(s, VYRE_STATUS_OK, "vyre_buffer_copy");
+  if (s != VYRE_STATUS_OK) return;
+  const BufferState& from = pop_.buffers[size_t(src_index)];
+  BufferState& to = pop_.buffers[size_t(dst_index)];
+  const auto first = static_cast<std::ptrdiff_t>(desc.src_offset);
+  const auto last = static_cast<std::ptrdiff_t>(desc.src_offset + desc.bytes);
+  const auto at = static_cast<std::ptrdiff_t>(desc.dst_offset);
+  std::copy(from.shadow.begin() + first, from.shadow.begin() + last, to.shadow.begin() + at);
+  std::copy(from.known.begin() + first, from.known.begin() + last, to.known.begin() + at);
 }
 
 namespace {

@@ -75,6 +75,7 @@ const Torture::OpEntry Torture::kOps[] = {
     {"sequence_run", 4, &Torture::SequenceRun},
     {"sequence_record", 2, &Torture::SequenceRecord},
     {"sequence_destroy", 2, &Torture::SequenceDestroy},
+    {"buffer_copy", 6, &Torture::BufferCopy},
 };
 const char* Torture::OpName(Op op) {
   static_assert(sizeof(kOps) / sizeof(kOps[0]) == size_t(Op::kCount), "one row per operation");

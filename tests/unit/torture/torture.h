@@ -46,6 +46,7 @@ enum class Op {
   kSequenceRun,
   kSequenceRecord,
   kSequenceDestroy,
+  kBufferCopy,
   kCount
 };
 
@@ -85,6 +86,7 @@ class Torture {
   void Download();
   void UploadRanges();
   void DownloadRanges();
+  void BufferCopy();
   void ProgramCreate();
   void ProgramDestroy();
   void DispatchOp(bool async);
