@@ -52,6 +52,12 @@ type DeviceInfo struct {
 	WarpSize                uint32
 	CooperativeLaunch       bool
 	DriverVersion           uint32
+	// PeerAccessMask has bit p set when this device can access device p's
+	// memory as a peer (cuDeviceCanAccessPeer), so copies between their
+	// buffers (Buffer.CopyTo) run device to device; devices 0 to 63
+	// (DeviceCanAccessPeer answers for any). Never this device's own bit.
+	// 0 from a library older than the field.
+	PeerAccessMask uint64
 }
 
 func deviceInfoFromC(i *C.vyre_device_info) DeviceInfo {
@@ -67,6 +73,7 @@ func deviceInfoFromC(i *C.vyre_device_info) DeviceInfo {
 		WarpSize:                uint32(i.warp_size),
 		CooperativeLaunch:       i.cooperative_launch != 0,
 		DriverVersion:           uint32(i.driver_version),
+		PeerAccessMask:          uint64(i.peer_access_mask),
 	}
 	for k := 0; k < 3; k++ {
 		d.MaxBlockDim[k] = uint32(i.max_block_dim[k])
@@ -86,6 +93,20 @@ func QueryDevice(ordinal uint32) (DeviceInfo, error) {
 		return DeviceInfo{}, err
 	}
 	return deviceInfoFromC(&info), nil
+}
+
+// DeviceCanAccessPeer reports whether device `ordinal` can access device
+// `peer`'s memory as a peer, over NVLink or PCIe (vyre_device_can_access_peer,
+// as cuDeviceCanAccessPeer says): copies between buffers of the two devices
+// (Buffer.CopyTo) then run device to device, else through pinned host
+// memory. false for the same device; an ordinal past DeviceCount is an
+// error with StatusNoDevice. It loads the driver as DeviceCount does.
+func DeviceCanAccessPeer(ordinal, peer uint32) (bool, error) {
+	var out C.uint32_t
+	err := call("vyre_device_can_access_peer", func() C.vyre_status {
+		return C.vyre_device_can_access_peer(C.uint32_t(ordinal), C.uint32_t(peer), &out)
+	})
+	return err == nil && out != 0, err
 }
 
 // ContextOptions are vyre_context_desc's fields; 0 picks each default.

@@ -325,8 +325,8 @@ func (p *Program) DispatchAsync(d *Dispatch) (*Pending, error) {
 	return newPending(p.ctx, uint64(out.bits), &b, p), nil
 }
 
-// Pending is an asynchronous dispatch, replay or e-graph rebuild
-// (vyre_pending). Wait on it once (Wait, WaitTimeout), read its Timing,
+// Pending is an asynchronous dispatch, replay, e-graph rebuild or buffer
+// copy (vyre_pending). Wait on it once (Wait, WaitTimeout), read its Timing,
 // and Close it; Close without a wait waits for the device work and skips
 // the host outputs. Safe for use from any goroutine (calls are serialised).
 // Closing twice is harmless; a Close from the garbage collector's finalizer

@@ -60,6 +60,8 @@ func TestNoDriverIsReportedWithAFix(t *testing.T) {
 	wantNoDriver(t, err, "DeviceCount")
 	_, err = vc.QueryDevice(0)
 	wantNoDriver(t, err, "QueryDevice")
+	_, err = vc.DeviceCanAccessPeer(0, 1)
+	wantNoDriver(t, err, "DeviceCanAccessPeer")
 	_, err = vc.NewContextWithOptions(vc.ContextOptions{StagingThreads: 2})
 	wantNoDriver(t, err, "NewContextWithOptions")
 	t.Log("CHILD-DONE " + t.Name())

@@ -71,6 +71,11 @@ type Stats struct {
 	StreamWaits           uint64
 	LastWaitStream        uint64
 	LastWaitEventStream   uint64
+	// Device-to-device copies run (cuMemcpyDtoDAsync), peer copies run (cuMemcpyPeerAsync, FAKE_CUDA_DEVICES > 1) and
+	// cuCtxEnablePeerAccess calls that enabled access: cumulative.
+	MemcpyDtoD  uint64
+	MemcpyPeer  uint64
+	PeerEnables uint64
 }
 
 func path() (*C.char, error) {
@@ -116,6 +121,9 @@ func Read() (Stats, error) {
 		StreamWaits:           uint64(s.stream_waits),
 		LastWaitStream:        uint64(s.last_wait_stream),
 		LastWaitEventStream:   uint64(s.last_wait_event_stream),
+		MemcpyDtoD:            uint64(s.memcpy_dtod),
+		MemcpyPeer:            uint64(s.memcpy_peer),
+		PeerEnables:           uint64(s.peer_enables),
 	}
 	for k := 0; k < 3; k++ {
 		out.LastGrid[k] = uint32(s.last_grid[k])

@@ -129,6 +129,9 @@ pub const VYRE_BUFFER_INFO_FLAG_BORROWED: u32 = 1 << 0;
 pub const VYRE_DISPATCH_FLAG_DEVICE_TIMING: u32 = 1 << 0;
 pub const VYRE_DISPATCH_FLAG_COOPERATIVE: u32 = 1 << 1;
 
+/// Flags of `vyre_buffer_copy_desc.flags` (an anonymous enum in the header).
+pub const VYRE_BUFFER_COPY_FLAG_STAGED: u32 = 1 << 0;
+
 pub const VYRE_WAIT_FOREVER: u64 = u64::MAX;
 
 pub type vyre_graph_node_kind = u32;
@@ -225,6 +228,9 @@ pub struct vyre_device_info {
     pub warp_size: u32,
     pub cooperative_launch: u32,
     pub driver_version: u32,
+    /// Version 2 (336 bytes): bit p set when this device can access device
+    /// p's memory as a peer (devices 0 to 63; never its own bit).
+    pub peer_access_mask: u64,
 }
 impl Default for vyre_device_info {
     fn default() -> Self {
@@ -243,6 +249,7 @@ impl Default for vyre_device_info {
             warp_size: 0,
             cooperative_launch: 0,
             driver_version: 0,
+            peer_access_mask: 0,
         }
     }
 }
@@ -379,6 +386,35 @@ impl Default for vyre_buffer_info {
             bytes: 0,
             device_pointer: 0,
             context: vyre_context { bits: 0 },
+        }
+    }
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct vyre_buffer_copy_desc {
+    pub struct_size: u32,
+    /// `VYRE_BUFFER_COPY_FLAG_*` bits.
+    pub flags: u32,
+    /// The buffer read, and the first byte read.
+    pub src: vyre_buffer,
+    pub src_offset: u64,
+    /// The buffer written, and the first byte written.
+    pub dst: vyre_buffer,
+    pub dst_offset: u64,
+    /// Bytes copied; 0 copies nothing.
+    pub bytes: u64,
+}
+impl Default for vyre_buffer_copy_desc {
+    fn default() -> Self {
+        Self {
+            struct_size: size32::<Self>(),
+            flags: 0,
+            src: vyre_buffer { bits: 0 },
+            src_offset: 0,
+            dst: vyre_buffer { bits: 0 },
+            dst_offset: 0,
+            bytes: 0,
         }
     }
 }
@@ -916,6 +952,11 @@ functions! {
     // Devices
     pub fn vyre_device_count(out_count: *mut u32) -> vyre_status;
     pub fn vyre_device_info_get(ordinal: u32, out: *mut vyre_device_info) -> vyre_status;
+    pub fn vyre_device_can_access_peer(
+        ordinal: u32,
+        peer_ordinal: u32,
+        out_can_access: *mut u32,
+    ) -> vyre_status;
 
     // Contexts
     pub fn vyre_context_create(
@@ -961,6 +1002,13 @@ functions! {
         range_count: usize,
     ) -> vyre_status;
     pub fn vyre_buffer_info_get(buffer: vyre_buffer, out: *mut vyre_buffer_info) -> vyre_status;
+
+    // Copies between buffers of any contexts and devices
+    pub fn vyre_buffer_copy(desc: *const vyre_buffer_copy_desc) -> vyre_status;
+    pub fn vyre_buffer_copy_async(
+        desc: *const vyre_buffer_copy_desc,
+        out: *mut vyre_pending,
+    ) -> vyre_status;
 
     // Interop with other CUDA code in the process
     pub fn vyre_buffer_wrap(

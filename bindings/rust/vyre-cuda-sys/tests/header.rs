@@ -244,6 +244,7 @@ fn every_function_resolves() {
         vyre_set_log_callback,
         vyre_device_count,
         vyre_device_info_get,
+        vyre_device_can_access_peer,
         vyre_context_create,
         vyre_context_destroy,
         vyre_context_device_info,
@@ -257,6 +258,8 @@ fn every_function_resolves() {
         vyre_buffer_upload_ranges,
         vyre_buffer_download_ranges,
         vyre_buffer_info_get,
+        vyre_buffer_copy,
+        vyre_buffer_copy_async,
         vyre_buffer_wrap,
         vyre_context_wait_stream,
         vyre_context_signal_stream,
@@ -433,6 +436,7 @@ fn rust_layouts() -> BTreeMap<String, Layout> {
             struct_size, ordinal, name, compute_capability_major, compute_capability_minor,
             total_memory_bytes, multiprocessor_count, max_threads_per_block, max_block_dim,
             max_grid_dim, max_shared_memory_per_block, warp_size, cooperative_launch, driver_version,
+            peer_access_mask,
         }
         vyre_context_desc: default {
             struct_size, device_ordinal, transient_pool_limit_bytes, pinned_pool_limit_bytes,
@@ -450,6 +454,9 @@ fn rust_layouts() -> BTreeMap<String, Layout> {
         vyre_upload_range { offset, bytes, src }
         vyre_download_range { offset, bytes, dst }
         vyre_buffer_info: default { struct_size, flags, bytes, device_pointer, context }
+        vyre_buffer_copy_desc: default {
+            struct_size, flags, src, src_offset, dst, dst_offset, bytes,
+        }
         vyre_buffer_wrap_desc: default { struct_size, flags, device_pointer, bytes }
         vyre_binding_decl: default {
             struct_size, role, name, element_size, reserved0, element_count, output_offset,
@@ -573,6 +580,7 @@ fn rust_constants() -> BTreeMap<String, u64> {
         VYRE_BUFFER_INFO_FLAG_BORROWED,
         VYRE_DISPATCH_FLAG_DEVICE_TIMING,
         VYRE_DISPATCH_FLAG_COOPERATIVE,
+        VYRE_BUFFER_COPY_FLAG_STAGED,
         VYRE_GRAPH_NODE_KERNEL,
         VYRE_GRAPH_NODE_MEMCPY,
         VYRE_GRAPH_NODE_MEMSET,
@@ -775,6 +783,16 @@ fn structs_and_constants_match_the_c_compiler() {
             "{name}: Default vs VYRE_*_INIT"
         );
     }
+}
+
+#[test]
+fn grown_structs_keep_their_older_versions_as_a_prefix() {
+    // vyre_device_info: version 1 (328 bytes) ends where version 2's
+    // peer_access_mask begins; version 2 is 336 bytes.
+    assert_eq!(offset_of!(sys::vyre_device_info, peer_access_mask), 328);
+    assert_eq!(size_of::<sys::vyre_device_info>(), 336);
+    assert_eq!(sys::vyre_device_info::default().struct_size, 336);
+    assert_eq!(size_of::<sys::vyre_buffer_copy_desc>(), 48);
 }
 
 #[test]

@@ -7,7 +7,7 @@ use vyre_cuda_sys as sys;
 
 use crate::context::ContextInner;
 use crate::error::{check, Result};
-use crate::{byte_len, Context, Pod};
+use crate::{byte_len, Context, Pending, Pod};
 
 /// Device memory owned by a [`Context`]; freed on drop (a dispatch still
 /// using it keeps it until that dispatch completes). A buffer from
@@ -81,6 +81,110 @@ impl<'a> DownloadRange<'a> {
             },
             _dst: PhantomData,
         }
+    }
+}
+
+/// A copy of a byte range from one buffer to another (`vyre_buffer_copy`),
+/// whatever their contexts and devices: on one device a device-to-device
+/// copy; between devices that can access each other as peers
+/// ([`device_can_access_peer`](crate::device_can_access_peer)) a peer copy
+/// (the first one enables peer access between the devices for the process);
+/// between others, or when [`staged`](Self::staged), through pinned host
+/// memory. The data never pass through the caller.
+///
+/// The copy starts after all work enqueued on both contexts before it, and
+/// work either context enqueues afterwards starts after it. Refused: a range
+/// past either buffer ([`Status::OutOfRange`](crate::Status::OutOfRange));
+/// source and destination ranges that overlap in device memory (one buffer,
+/// or two that wrap the same memory: [`Status::InvalidArgument`](crate::Status::InvalidArgument);
+/// copy through a second buffer). 0 bytes copy nothing (the offsets are
+/// still checked). [`Buffer::copy_to`] and [`Buffer::copy_to_async`] are
+/// the short forms.
+///
+/// ```no_run
+/// # fn main() -> vyre_cuda::Result<()> {
+/// use vyre_cuda::{BufferCopy, Context};
+/// let (gpu0, gpu1) = (Context::new(0)?, Context::new(1)?);
+/// let src = gpu0.upload(&[1u32, 2, 3, 4])?;
+/// let dst = gpu1.alloc(16)?;
+/// BufferCopy::new(&src, &dst, 8).src_offset(8).run()?; // dst[0..8] = src[8..16]
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Copy, Debug)]
+pub struct BufferCopy<'a> {
+    _src: PhantomData<&'a Buffer>,
+    dst: &'a Buffer,
+    raw: sys::vyre_buffer_copy_desc,
+}
+
+impl<'a> BufferCopy<'a> {
+    /// `bytes` from the start of `src` to the start of `dst`.
+    pub fn new(src: &'a Buffer, dst: &'a Buffer, bytes: u64) -> BufferCopy<'a> {
+        BufferCopy {
+            _src: PhantomData,
+            dst,
+            raw: sys::vyre_buffer_copy_desc {
+                src: src.handle,
+                dst: dst.handle,
+                bytes,
+                ..Default::default()
+            },
+        }
+    }
+
+    /// The first byte of `src` read.
+    pub fn src_offset(mut self, offset: u64) -> Self {
+        self.raw.src_offset = offset;
+        self
+    }
+
+    /// The first byte of `dst` written.
+    pub fn dst_offset(mut self, offset: u64) -> Self {
+        self.raw.dst_offset = offset;
+        self
+    }
+
+    /// Between two devices, copy through pinned host memory even when they
+    /// are peers (`VYRE_BUFFER_COPY_FLAG_STAGED`; to compare the paths, or
+    /// to leave peer mappings alone). Ignored on one device.
+    pub fn staged(mut self, on: bool) -> Self {
+        if on {
+            self.raw.flags |= sys::VYRE_BUFFER_COPY_FLAG_STAGED;
+        } else {
+            self.raw.flags &= !sys::VYRE_BUFFER_COPY_FLAG_STAGED;
+        }
+        self
+    }
+
+    /// The descriptor passed to the library.
+    pub fn raw(&self) -> sys::vyre_buffer_copy_desc {
+        self.raw
+    }
+
+    /// Copies and waits for the copy (`vyre_buffer_copy`).
+    pub fn run(&self) -> Result<()> {
+        // SAFETY: a descriptor of struct_size set naming two live buffers
+        // (borrowed for 'a).
+        check(
+            unsafe { sys::vyre_buffer_copy(&self.raw) },
+            "vyre_buffer_copy",
+        )
+    }
+
+    /// Enqueues the copy and returns at once (`vyre_buffer_copy_async`).
+    /// The [`Pending`] belongs to the destination's context (it keeps that
+    /// context alive) and borrows no host memory; its timing has wall,
+    /// enqueue and wait times, `device_ns` 0. Dropping either buffer, or
+    /// the source's context, before the copy completes is safe: the library
+    /// keeps the memory until the copy is seen to complete.
+    pub fn run_async(&self) -> Result<Pending<'static>> {
+        let mut handle = sys::vyre_pending::default();
+        // SAFETY: as for run; a valid out-pointer.
+        check(
+            unsafe { sys::vyre_buffer_copy_async(&self.raw, &mut handle) },
+            "vyre_buffer_copy_async",
+        )?;
+        Ok(Pending::new(handle, Some(Arc::clone(&self.dst.ctx)), &[]))
     }
 }
 
@@ -248,6 +352,37 @@ impl Buffer {
             unsafe { sys::vyre_buffer_download_ranges(self.handle, raw.as_ptr(), raw.len()) },
             "vyre_buffer_download_ranges",
         )
+    }
+
+    /// Copies `bytes` of this buffer at `src_offset` to `dst` at
+    /// `dst_offset`, and waits: `dst` may belong to any context, on any
+    /// device ([`BufferCopy`] says how, and what is refused).
+    pub fn copy_to(
+        &self,
+        dst: &Buffer,
+        src_offset: u64,
+        dst_offset: u64,
+        bytes: u64,
+    ) -> Result<()> {
+        BufferCopy::new(self, dst, bytes)
+            .src_offset(src_offset)
+            .dst_offset(dst_offset)
+            .run()
+    }
+
+    /// As [`copy_to`](Self::copy_to), returning at once with the copy
+    /// pending ([`BufferCopy::run_async`]).
+    pub fn copy_to_async(
+        &self,
+        dst: &Buffer,
+        src_offset: u64,
+        dst_offset: u64,
+        bytes: u64,
+    ) -> Result<Pending<'static>> {
+        BufferCopy::new(self, dst, bytes)
+            .src_offset(src_offset)
+            .dst_offset(dst_offset)
+            .run_async()
     }
 
     /// Frees the buffer now and returns the library's answer.

@@ -25,6 +25,11 @@ pub struct DeviceInfo {
     pub cooperative_launch: bool,
     /// `cuDriverGetVersion()`, e.g. 13000 for CUDA 13.0.
     pub driver_version: u32,
+    /// Bit p is set when this device can access device p's memory as a peer
+    /// (`cuDeviceCanAccessPeer`), so [`Buffer::copy_to`] between them runs
+    /// as a peer copy; devices 0 to 63 ([`device_can_access_peer`] answers
+    /// for any). Never this device's own bit.
+    pub peer_access_mask: u64,
 }
 
 impl DeviceInfo {
@@ -49,6 +54,7 @@ impl DeviceInfo {
             warp_size: info.warp_size,
             cooperative_launch: info.cooperative_launch != 0,
             driver_version: info.driver_version,
+            peer_access_mask: info.peer_access_mask,
         }
     }
 }
@@ -76,6 +82,23 @@ pub fn device_info(ordinal: u32) -> Result<DeviceInfo> {
         "vyre_device_info_get",
     )?;
     Ok(DeviceInfo::from_raw(&info))
+}
+
+/// Whether device `ordinal` can access device `peer`'s memory as a peer
+/// (NVLink or PCIe peer-to-peer, as `cuDeviceCanAccessPeer` says); false for
+/// the same device. Copies between two such devices ([`Buffer::copy_to`])
+/// run device to device, others through pinned host memory. Either ordinal
+/// past [`device_count`] is [`Status::NoDevice`]; loads the driver as
+/// [`device_count`] does.
+pub fn device_can_access_peer(ordinal: u32, peer: u32) -> Result<bool> {
+    crate::error::library_loaded("vyre_device_can_access_peer")?;
+    let mut can_access = 0u32;
+    // SAFETY: a valid out-pointer.
+    check(
+        unsafe { sys::vyre_device_can_access_peer(ordinal, peer, &mut can_access) },
+        "vyre_device_can_access_peer",
+    )?;
+    Ok(can_access != 0)
 }
 
 /// Options of [`Context::with_options`]; 0 picks the library's default for

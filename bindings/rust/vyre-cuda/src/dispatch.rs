@@ -408,7 +408,8 @@ impl Program {
     }
 }
 
-/// Work enqueued by an asynchronous dispatch, replay or e-graph rebuild.
+/// Work enqueued by an asynchronous dispatch, replay, e-graph rebuild or
+/// buffer copy ([`BufferCopy::run_async`](crate::BufferCopy::run_async)).
 ///
 /// Borrows the host memory it reads or writes for `'a`. [`wait`](Self::wait)
 /// completes it and writes host outputs; dropping it releases it (waiting for

@@ -68,8 +68,11 @@ mod sequence;
 
 pub use vyre_cuda_sys as sys;
 
-pub use buffer::{Buffer, BufferInfo, BufferRange, DownloadRange, UploadRange};
-pub use context::{device_count, device_info, Context, ContextOptions, DeviceInfo, Telemetry};
+pub use buffer::{Buffer, BufferCopy, BufferInfo, BufferRange, DownloadRange, UploadRange};
+pub use context::{
+    device_can_access_peer, device_count, device_info, Context, ContextOptions, DeviceInfo,
+    Telemetry,
+};
 pub use dispatch::{Arg, Dispatch, Pending, Timing};
 pub use egraph::{
     EgraphAppend, EgraphCapacity, EgraphColumn, EgraphColumns, EgraphDevice, EgraphImage,

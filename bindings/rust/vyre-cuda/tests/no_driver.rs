@@ -32,6 +32,10 @@ fn no_driver_is_reported_with_a_fix() {
     assert_no_driver("Context::new", Context::new(0));
     assert_no_driver("device_count", vyre_cuda::device_count());
     assert_no_driver("device_info", vyre_cuda::device_info(0));
+    assert_no_driver(
+        "device_can_access_peer",
+        vyre_cuda::device_can_access_peer(0, 1),
+    );
     assert_no_driver("Context::new again", Context::new(0));
     let last = vyre_cuda::last_error().expect("the last error is kept");
     assert_eq!(last.status(), Status::NoDriver);

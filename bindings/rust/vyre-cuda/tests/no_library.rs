@@ -37,6 +37,10 @@ fn a_missing_library_is_an_error_with_a_fix() {
     check("Context::new", e);
     check("device_count", vyre_cuda::device_count().unwrap_err());
     check("device_info", vyre_cuda::device_info(0).unwrap_err());
+    check(
+        "device_can_access_peer",
+        vyre_cuda::device_can_access_peer(0, 1).unwrap_err(),
+    );
     check("library_path", vyre_cuda::library_path().unwrap_err());
     check(
         "set_log_callback",

@@ -189,6 +189,8 @@ pub struct FakeStats {
     pub last_wait_stream: u64,
     pub last_wait_event_stream: u64,
     pub pointer_queries: u64,
+    pub memcpy_peer: u64,
+    pub peer_enables: u64,
 }
 
 extern "C" {
@@ -266,13 +268,18 @@ const CHILD: &str = "VYRE_CUDA_RUST_TEST_CHILD";
 /// passed and printed `CHILD-DONE <test>`. True in the child, where the test
 /// goes on; false in the parent, whose work is then done.
 pub fn in_child(test: &str, var: &str, value: &str) -> bool {
+    in_child_with(test, &[(var, value)])
+}
+
+/// As [`in_child`], with several variables set.
+pub fn in_child_with(test: &str, vars: &[(&str, &str)]) -> bool {
     if std::env::var(CHILD).as_deref() == Ok(test) {
         return true;
     }
     let out = std::process::Command::new(std::env::current_exe().unwrap())
         .args(["--exact", test, "--nocapture", "--test-threads=1"])
         .env(CHILD, test)
-        .env(var, value)
+        .envs(vars.iter().copied())
         .output()
         .unwrap();
     let text = format!(
