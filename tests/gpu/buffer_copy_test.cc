@@ -64,18 +64,6 @@ std::vector<uint8_t> RandomBytes(RandomSource& rng, uint64_t bytes) {
          << ": " << int(actual[first]) << ", expected " << int(expected[first]);
 }
 
-vyre_buffer_copy_desc CopyDesc(vyre_buffer src, uint64_t src_offset, vyre_buffer dst,
-                               uint64_t dst_offset, uint64_t bytes, uint32_t flags = 0) {
-  vyre_buffer_copy_desc desc = VYRE_BUFFER_COPY_DESC_INIT;
-  desc.flags = flags;
-  desc.src = src;
-  desc.src_offset = src_offset;
-  desc.dst = dst;
-  desc.dst_offset = dst_offset;
-  desc.bytes = bytes;
-  return desc;
-}
-
 // One size class from src_context to dst_context, checked byte by byte.
 void CopyAndCheck(RandomSource& rng, vyre_context src_context, vyre_context dst_context,
                   const SizeClass& s, bool async, uint32_t flags) {

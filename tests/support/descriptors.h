@@ -1,5 +1,5 @@
-// Descriptor builders shared by every test suite: binding declarations and
-// dispatch bindings (host input/output, resident).
+// Descriptor builders shared by every test suite: binding declarations,
+// dispatch bindings (host input/output, resident) and buffer copies.
 //
 // Pure functions over the public header: no gtest, no fake driver, no link
 // dependency. CMake target: vyre_test_descriptors (INTERFACE).
@@ -20,6 +20,20 @@ inline vyre_binding_decl Decl(vyre_binding_role role, uint32_t element_size = 4,
   decl.element_size = element_size;
   decl.name = name;
   return decl;
+}
+
+// A vyre_buffer_copy descriptor of `bytes` from src at src_offset to dst at
+// dst_offset.
+inline vyre_buffer_copy_desc CopyDesc(vyre_buffer src, uint64_t src_offset, vyre_buffer dst,
+                                      uint64_t dst_offset, uint64_t bytes, uint32_t flags = 0) {
+  vyre_buffer_copy_desc desc = VYRE_BUFFER_COPY_DESC_INIT;
+  desc.flags = flags;
+  desc.src = src;
+  desc.src_offset = src_offset;
+  desc.dst = dst;
+  desc.dst_offset = dst_offset;
+  desc.bytes = bytes;
+  return desc;
 }
 
 inline vyre_dispatch_binding HostIn(const void* data, uint64_t bytes) {

@@ -45,18 +45,6 @@ vyre_context ContextOn(uint32_t ordinal) {
   return context;
 }
 
-vyre_buffer_copy_desc CopyDesc(vyre_buffer src, uint64_t src_offset, vyre_buffer dst,
-                               uint64_t dst_offset, uint64_t bytes, uint32_t flags = 0) {
-  vyre_buffer_copy_desc desc = VYRE_BUFFER_COPY_DESC_INIT;
-  desc.flags = flags;
-  desc.src = src;
-  desc.src_offset = src_offset;
-  desc.dst = dst;
-  desc.dst_offset = dst_offset;
-  desc.bytes = bytes;
-  return desc;
-}
-
 std::vector<uint8_t> Download(vyre_buffer buffer, uint64_t bytes) {
   std::vector<uint8_t> out(bytes, 0);
   EXPECT_VYRE_OK(vyre_buffer_download(buffer, 0, out.data(), bytes));

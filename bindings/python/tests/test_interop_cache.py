@@ -19,6 +19,7 @@ import weakref
 import vyre_cuda as vc
 from vyre_cuda import _interop, _loader, _program
 
+from test_fast_path import ctypes_path
 from test_vyre_cuda import (ADD_BINDINGS, ADD_PTX, FAKE_DRIVER, INC_BINDINGS, INC_PTX,
                             check_sum, fake_stats, gpu_context, random_u32, seeded_rng)
 
@@ -130,14 +131,6 @@ FAKE_CUPY = types.SimpleNamespace(cuda=types.SimpleNamespace(
     runtime=types.SimpleNamespace(getDevice=lambda: 0)))
 
 
-@contextlib.contextmanager
-def ctypes_path():
-    saved = _loader._fast
-    _loader._fast = None
-    try:
-        yield
-    finally:
-        _loader._fast = saved
 
 
 @contextlib.contextmanager
