@@ -31,50 +31,16 @@
 #include <string>
 #include <vector>
 
+#include "bench_util.h"
 #include "vyre_cuda.h"
 
 namespace {
 
-constexpr int kWarmup = 10;
 constexpr uint64_t kSmall = 4096;
 
-#define CHECK_VYRE(expr)                                                           \
-  do {                                                                             \
-    vyre_status s_ = (expr);                                                       \
-    if (s_ != VYRE_STATUS_OK) {                                                    \
-      char m_[1024] = {0};                                                         \
-      vyre_last_error(nullptr, nullptr, m_, sizeof m_, nullptr);                   \
-      std::fprintf(stderr, "%s failed: %s: %s\n", #expr, vyre_status_name(s_), m_); \
-      std::exit(1);                                                                \
-    }                                                                              \
-  } while (0)
-#define CHECK_CU(expr)                                                 \
-  do {                                                                 \
-    CUresult r_ = (expr);                                              \
-    if (r_ != CUDA_SUCCESS) {                                          \
-      std::fprintf(stderr, "%s failed: CUresult %d\n", #expr, int(r_)); \
-      std::exit(1);                                                    \
-    }                                                                  \
-  } while (0)
-
-double NowUs() {
-  return std::chrono::duration<double, std::micro>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
-// Median microseconds of `reps` runs of `body` (each timed alone).
-double MedianUs(int reps, const std::function<void()>& body) {
-  for (int i = 0; i < kWarmup; ++i) body();
-  std::vector<double> times;
-  for (int i = 0; i < reps; ++i) {
-    const double start = NowUs();
-    body();
-    times.push_back(NowUs() - start);
-  }
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
-}
+using vyre_bench::kWarmup;
+using vyre_bench::MedianUs;
+using vyre_bench::NowUs;
 
 struct Device {
   vyre_context context{0};
@@ -266,12 +232,6 @@ int main(int argc, char** argv) {
   CUdevice dev0 = 0;
   CHECK_CU(cuDeviceGet(&dev0, 0));
   CHECK_CU(cuDevicePrimaryCtxRelease(dev0));
-  std::printf("\n%s", report.c_str());
-  if (const char* out = std::getenv("VYRE_BENCH_OUT")) {
-    if (FILE* f = std::fopen(out, "w")) {
-      std::fputs(report.c_str(), f);
-      std::fclose(f);
-    }
-  }
+  vyre_bench::Publish(report);
   return 0;
 }

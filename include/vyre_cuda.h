@@ -423,7 +423,10 @@ VYRE_API vyre_status vyre_buffer_download_ranges(vyre_buffer buffer,
 enum {
   /** The buffer borrows memory other CUDA code owns (vyre_buffer_wrap);
    *  freeing the buffer never frees that memory. */
-  VYRE_BUFFER_INFO_FLAG_BORROWED = 1u << 0
+  VYRE_BUFFER_INFO_FLAG_BORROWED = 1u << 0,
+  /** The buffer maps memory another process exported
+   *  (vyre_buffer_import_ipc); BORROWED is set too. */
+  VYRE_BUFFER_INFO_FLAG_IMPORTED = 1u << 1
 };
 
 typedef struct vyre_buffer_info {
@@ -518,6 +521,72 @@ VYRE_API vyre_status vyre_buffer_copy(const vyre_buffer_copy_desc* desc);
  *  call returns. */
 VYRE_API vyre_status vyre_buffer_copy_async(const vyre_buffer_copy_desc* desc,
                                             vyre_pending* out);
+
+/* ------------------------------------------------------------------------ */
+/* Buffers shared between processes                                          */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * vyre_buffer_export_ipc turns a buffer into VYRE_IPC_HANDLE_BYTES plain
+ * bytes that the caller sends to another process over any channel (a pipe,
+ * a socket, a file, MPI); vyre_buffer_import_ipc there gives a buffer of that
+ * process's context over the same device memory. Both processes then read
+ * and write one copy of the bytes.
+ *
+ * Mechanism: CUDA's IPC memory handles (cuIpcGetMemHandle /
+ * cuIpcOpenMemHandle). Every buffer vyre_buffer_alloc makes is one
+ * cuMemAlloc allocation, which these handles share as they are, and the
+ * handle is bytes, so any channel carries it. (Shareable-handle export,
+ * cuMemExportToShareableHandle, needs memory made with cuMemCreate and a file
+ * descriptor passed over a Unix socket.) Not available on Windows WDDM or
+ * WSL, where the driver refuses it.
+ *
+ * The handle names the device by UUID, so the importing process may see it
+ * under another ordinal (CUDA_VISIBLE_DEVICES): import into a context on
+ * that same device. The import is borrowed memory, as from vyre_buffer_wrap
+ * (VYRE_BUFFER_INFO_FLAG_BORROWED | VYRE_BUFFER_INFO_FLAG_IMPORTED): usable
+ * wherever a buffer is; vyre_buffer_free (or destroying its context) closes
+ * the mapping once pending work that uses it is done, and never frees the
+ * exporter's memory. Importing one handle twice in a process maps it once;
+ * each buffer holds the mapping.
+ *
+ * Lifetime (CUDA's rule): the exporting process keeps the buffer allocated
+ * until every importer has freed its import. Memory freed by the exporter
+ * while mapped elsewhere is undefined to read there. Importing a handle
+ * whose buffer was already freed, or whose process exited, is
+ * VYRE_STATUS_INVALID_ARGUMENT with a Fix, never a crash.
+ *
+ * Ordering across processes is the caller's: the exporter's writes are
+ * visible to the importer's work after the exporter has waited for them
+ * (vyre_buffer_upload and vyre_dispatch return after their work completes;
+ * for async work, wait on its pending) and told the importer so over its
+ * channel; the same the other way.
+ *
+ * Refusals, each with its Fix: an exported handle of a buffer that is itself
+ * an import (export from the process that allocated it), or of wrapped
+ * memory that CUDA cannot share (a stream-ordered pool's, for example):
+ * INVALID_ARGUMENT; bytes that are not a handle (corrupted or cut short):
+ * INVALID_ARGUMENT; a handle exported by the calling process (CUDA does not
+ * open those; use the buffer itself): INVALID_ARGUMENT; a context on another
+ * device than the handle's: INVALID_ARGUMENT.
+ */
+
+#define VYRE_IPC_HANDLE_BYTES 128
+
+/** An exported buffer: opaque bytes, valid in other processes of the same
+ *  machine until the exporter frees the buffer or exits. */
+typedef struct vyre_ipc_handle {
+  uint8_t bytes[VYRE_IPC_HANDLE_BYTES];
+} vyre_ipc_handle;
+
+/** Writes the IPC handle of `buffer` (its whole range) to *out. Exporting a
+ *  buffer again gives the same bytes. */
+VYRE_API vyre_status vyre_buffer_export_ipc(vyre_buffer buffer, vyre_ipc_handle* out);
+
+/** Maps the buffer another process exported into `context`'s device and
+ *  returns a buffer handle over it (its size is the exported buffer's). */
+VYRE_API vyre_status vyre_buffer_import_ipc(vyre_context context, const vyre_ipc_handle* handle,
+                                            vyre_buffer* out);
 
 /* ------------------------------------------------------------------------ */
 /* Interop with other CUDA code in the process (CuPy, PyTorch, Numba, ...)   */

@@ -62,6 +62,8 @@ extern "C" {
   X(vyre_status, vyre_buffer_info_get, (vyre_buffer buffer, vyre_buffer_info* out)) \
   X(vyre_status, vyre_buffer_copy, (const vyre_buffer_copy_desc* desc)) \
   X(vyre_status, vyre_buffer_copy_async, (const vyre_buffer_copy_desc* desc, vyre_pending* out)) \
+  X(vyre_status, vyre_buffer_export_ipc, (vyre_buffer buffer, vyre_ipc_handle* out)) \
+  X(vyre_status, vyre_buffer_import_ipc, (vyre_context context, const vyre_ipc_handle* handle, vyre_buffer* out)) \
   X(vyre_status, vyre_buffer_wrap, (vyre_context context, const vyre_buffer_wrap_desc* desc, vyre_buffer* out)) \
   X(vyre_status, vyre_context_wait_stream, (vyre_context context, uint64_t cu_stream)) \
   X(vyre_status, vyre_context_signal_stream, (vyre_context context, uint64_t cu_stream)) \

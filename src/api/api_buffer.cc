@@ -126,7 +126,8 @@ VYRE_API vyre_status vyre_buffer_info_get(vyre_buffer buffer, vyre_buffer_info* 
     info.bytes = b->bytes();
     info.device_pointer = static_cast<uint64_t>(b->device());
     info.context.bits = b->context().handle();
-    info.flags = b->borrowed() ? static_cast<uint32_t>(VYRE_BUFFER_INFO_FLAG_BORROWED) : 0u;
+    info.flags = (b->borrowed() ? static_cast<uint32_t>(VYRE_BUFFER_INFO_FLAG_BORROWED) : 0u) |
+                 (b->imported() ? static_cast<uint32_t>(VYRE_BUFFER_INFO_FLAG_IMPORTED) : 0u);
     return vyre::WriteOutStruct(what, "vyre_buffer_info", out, info);
   });
 }

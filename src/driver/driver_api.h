@@ -86,7 +86,11 @@ constexpr int kPinnedDriverVersion = 12000;
   X(cuStreamWaitEvent)                         \
   X(cuDeviceCanAccessPeer)                     \
   X(cuCtxEnablePeerAccess)                     \
-  X(cuMemcpyPeerAsync)
+  X(cuMemcpyPeerAsync)                         \
+  X(cuDeviceGetUuid)                           \
+  X(cuIpcGetMemHandle)                         \
+  X(cuIpcOpenMemHandle)                        \
+  X(cuIpcCloseMemHandle)
 
 enum class Entry : int {
 #define VYRE_DRIVER_ENUM(name) k_##name,

@@ -40,6 +40,7 @@ CUresult ReleaseEvent(CUevent e) { return Api().cuEventDestroy(e); }
 CUresult ReleaseModule(CUmodule m) { return Api().cuModuleUnload(m); }
 CUresult ReleaseDeviceMemory(CUdeviceptr p) { return Api().cuMemFree(p); }
 CUresult ReleasePinnedMemory(void* p) { return Api().cuMemFreeHost(p); }
+CUresult ReleaseIpcMapping(CUdeviceptr p) { return Api().cuIpcCloseMemHandle(p); }
 
 PrimaryContextGuard::~PrimaryContextGuard() {
   if (context_ != nullptr) ReleasePrimaryContext(device_);

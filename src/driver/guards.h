@@ -141,18 +141,22 @@ CUresult ReleaseEvent(CUevent e);
 CUresult ReleaseModule(CUmodule m);
 CUresult ReleaseDeviceMemory(CUdeviceptr p);
 CUresult ReleasePinnedMemory(void* p);
+CUresult ReleaseIpcMapping(CUdeviceptr p);
 
 inline constexpr char kStreamName[] = "cuStreamDestroy";
 inline constexpr char kEventName[] = "cuEventDestroy";
 inline constexpr char kModuleName[] = "cuModuleUnload";
 inline constexpr char kDeviceMemoryName[] = "cuMemFree";
 inline constexpr char kPinnedMemoryName[] = "cuMemFreeHost";
+inline constexpr char kIpcMappingName[] = "cuIpcCloseMemHandle";
 
 using StreamGuard = UniqueResource<CUstream, ReleaseStream, kStreamName>;
 using EventGuard = UniqueResource<CUevent, ReleaseEvent, kEventName>;
 using ModuleGuard = UniqueResource<CUmodule, ReleaseModule, kModuleName>;
 using DeviceMemoryGuard = UniqueResource<CUdeviceptr, ReleaseDeviceMemory, kDeviceMemoryName>;
 using PinnedMemoryGuard = UniqueResource<void*, ReleasePinnedMemory, kPinnedMemoryName>;
+// Memory another process exported, mapped by cuIpcOpenMemHandle.
+using IpcMappingGuard = UniqueResource<CUdeviceptr, ReleaseIpcMapping, kIpcMappingName>;
 
 // Holds a retained primary context; releases it when the last owner goes.
 // The retain must come from RetainPrimaryContext (device_faults.h): the

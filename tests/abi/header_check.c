@@ -21,6 +21,7 @@ static const any_fn kFunctions[] = {
     (any_fn)vyre_buffer_download,  (any_fn)vyre_buffer_upload_ranges,
     (any_fn)vyre_buffer_download_ranges, (any_fn)vyre_buffer_info_get,
     (any_fn)vyre_buffer_copy,      (any_fn)vyre_buffer_copy_async,
+    (any_fn)vyre_buffer_export_ipc, (any_fn)vyre_buffer_import_ipc,
     (any_fn)vyre_buffer_wrap,      (any_fn)vyre_context_wait_stream,
     (any_fn)vyre_context_signal_stream,
     (any_fn)vyre_program_create,   (any_fn)vyre_program_destroy,

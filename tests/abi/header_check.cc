@@ -23,6 +23,11 @@ static_assert(std::is_same_v<decltype(&vyre_version), uint32_t (*)()>);
 static_assert(std::is_same_v<decltype(&vyre_buffer_free), vyre_status (*)(vyre_buffer)>);
 static_assert(std::is_same_v<decltype(&vyre_buffer_copy_async),
                              vyre_status (*)(const vyre_buffer_copy_desc*, vyre_pending*)>);
+static_assert(std::is_same_v<decltype(&vyre_buffer_export_ipc),
+                             vyre_status (*)(vyre_buffer, vyre_ipc_handle*)>);
+static_assert(std::is_same_v<decltype(&vyre_buffer_import_ipc),
+                             vyre_status (*)(vyre_context, const vyre_ipc_handle*, vyre_buffer*)>);
+static_assert(sizeof(vyre_ipc_handle) == VYRE_IPC_HANDLE_BYTES);
 static_assert(std::is_same_v<decltype(&vyre_device_can_access_peer),
                              vyre_status (*)(uint32_t, uint32_t, uint32_t*)>);
 static_assert(std::is_same_v<decltype(&vyre_pending_wait),

@@ -100,6 +100,8 @@ int main(void) {
   FIELD(vyre_buffer_wrap_desc, device_pointer);
   FIELD(vyre_buffer_wrap_desc, bytes);
 
+  STRUCT(vyre_ipc_handle);
+  FIELD(vyre_ipc_handle, bytes);
   STRUCT(vyre_buffer_copy_desc);
   FIELD(vyre_buffer_copy_desc, struct_size);
   FIELD(vyre_buffer_copy_desc, flags);

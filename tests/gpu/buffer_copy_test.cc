@@ -260,26 +260,12 @@ TEST_F(CopyGpuTest, ThreadsCopyAndDispatchAtOnce) {
 
 // --- two GPUs ------------------------------------------------------------------
 
-bool TwoGpusRequired() {
-  const char* value = std::getenv("VYRE_CUDA_REQUIRE_GPUS");
-  return value != nullptr && std::atoi(value) >= 2;
-}
-
 class CopyTwoGpuTest : public GpuTest {
  protected:
   void SetUp() override {
     GpuTest::SetUp();
     if (IsSkipped() || HasFatalFailure()) return;
-    uint32_t count = 0;
-    ASSERT_VYRE_OK(vyre_device_count(&count));
-    if (count < 2) {
-      if (TwoGpusRequired()) {
-        FAIL() << "VYRE_CUDA_REQUIRE_GPUS=2 but vyre_device_count reports " << count
-               << " device(s); check nvidia-smi and CUDA_VISIBLE_DEVICES";
-      }
-      GTEST_SKIP() << "needs two GPUs; " << count
-                   << " visible (set VYRE_CUDA_REQUIRE_GPUS=2 to fail instead)";
-    }
+    VYRE_GPU_NEED_TWO_DEVICES();
     vyre_context_desc desc = DescFor(1);
     ASSERT_VYRE_OK(vyre_context_create(&desc, second_.out()));
     uint32_t can = 0;

@@ -48,6 +48,11 @@ std::string DescribeLastError() {
   return ::testing::AssertionSuccess();
 }
 
+bool TwoGpusRequired() {
+  const char* value = std::getenv("VYRE_CUDA_REQUIRE_GPUS");
+  return value != nullptr && std::atoi(value) >= 2;
+}
+
 bool GpuRequired() {
   const char* value = std::getenv("VYRE_CUDA_REQUIRE_GPU");
   return value != nullptr && std::strcmp(value, "1") == 0;

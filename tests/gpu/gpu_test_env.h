@@ -64,6 +64,27 @@ std::string DescribeLastError();
 // True when VYRE_CUDA_REQUIRE_GPU=1: no usable GPU is then a failure.
 bool GpuRequired();
 
+// True when VYRE_CUDA_REQUIRE_GPUS=2 (the 2-GPU machine's run): a test that
+// needs two devices then fails instead of skipping with one.
+bool TwoGpusRequired();
+
+// In a test's body or SetUp: skips (or, under VYRE_CUDA_REQUIRE_GPUS=2,
+// fails) unless vyre_device_count reports at least two devices.
+#define VYRE_GPU_NEED_TWO_DEVICES()                                                       \
+  do {                                                                                  \
+    uint32_t vyre_gpu_count_ = 0;                                                       \
+    ASSERT_VYRE_OK(vyre_device_count(&vyre_gpu_count_));                                \
+    if (vyre_gpu_count_ < 2) {                                                          \
+      if (::vyre_test::TwoGpusRequired()) {                                             \
+        FAIL() << "VYRE_CUDA_REQUIRE_GPUS=2 but vyre_device_count reports "             \
+               << vyre_gpu_count_ << " device(s); check nvidia-smi and "                \
+               << "CUDA_VISIBLE_DEVICES";                                               \
+      }                                                                                 \
+      GTEST_SKIP() << "needs two GPUs; " << vyre_gpu_count_                             \
+                   << " visible (set VYRE_CUDA_REQUIRE_GPUS=2 to fail instead)";        \
+    }                                                                                   \
+  } while (0)
+
 // For a test this device cannot run (no cooperative launch, too little
 // shared memory, no NVRTC): a skip, but with VYRE_CUDA_REQUIRE_GPU=1 a
 // failure, so a required GPU run never passes with tests left out.

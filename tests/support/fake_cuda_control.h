@@ -92,6 +92,10 @@ typedef struct fake_cuda_stats {
    * cuCtxEnablePeerAccess calls that enabled access (cumulative). */
   uint64_t memcpy_peer;
   uint64_t peer_enables;
+  /* IPC (levels): mappings cuIpcOpenMemHandle made and cuIpcCloseMemHandle
+   * has not closed, and allocations this process exported and has not freed. */
+  uint64_t ipc_imports_live;
+  uint64_t ipc_exports_live;
 } fake_cuda_stats;
 
 typedef void (*fake_cuda_get_stats_fn)(fake_cuda_stats* out);

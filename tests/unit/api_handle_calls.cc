@@ -152,6 +152,17 @@ std::vector<HandleCall> AllHandleCalls() {
          vyre_pending pending{0};
          return vyre_buffer_copy_async(&desc, &pending);
        }},
+      {"vyre_buffer_export_ipc", K::kBuffer,
+       [](uint64_t bits) {
+         vyre_ipc_handle handle{};
+         return vyre_buffer_export_ipc(vyre_buffer{bits}, &handle);
+       }},
+      {"vyre_buffer_import_ipc", K::kContext,
+       [](uint64_t bits) {
+         vyre_ipc_handle handle{};
+         vyre_buffer out{0};
+         return vyre_buffer_import_ipc(vyre_context{bits}, &handle, &out);
+       }},
       {"vyre_program_destroy", K::kProgram,
        [](uint64_t bits) { return vyre_program_destroy(vyre_program{bits}); }},
       {"vyre_dispatch", K::kProgram,

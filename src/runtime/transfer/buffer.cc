@@ -119,6 +119,14 @@ absl::StatusOr<std::shared_ptr<Buffer>> Buffer::Wrap(std::shared_ptr<Context> co
   return std::shared_ptr<Buffer>(new Buffer(std::move(context), device, bytes, true));
 }
 
+std::shared_ptr<Buffer> Buffer::Import(std::shared_ptr<Context> context, CUdeviceptr device,
+                                       uint64_t bytes, std::shared_ptr<const void> mapping) {
+  context->telemetry().live_buffers.Add();
+  std::shared_ptr<Buffer> buffer(new Buffer(std::move(context), device, bytes, true));
+  buffer->mapping_ = std::move(mapping);
+  return buffer;
+}
+
 Buffer::~Buffer() {
   if (!borrowed_) {
     driver::ScopedContext bind(context_->cu(), driver::ScopedContext::Purpose::kRelease);

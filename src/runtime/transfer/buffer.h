@@ -27,6 +27,11 @@ class Buffer {
   static absl::StatusOr<std::shared_ptr<Buffer>> Wrap(std::shared_ptr<Context> context,
                                                       CUdeviceptr device, uint64_t bytes,
                                                       const char* what);
+  // A buffer over [device, device + bytes) of memory another process exported
+  // (vyre_buffer_import_ipc): borrowed, and `mapping` (which closes the
+  // mapping when the last buffer over it goes) is held until then.
+  static std::shared_ptr<Buffer> Import(std::shared_ptr<Context> context, CUdeviceptr device,
+                                        uint64_t bytes, std::shared_ptr<const void> mapping);
   ~Buffer();
   Buffer(const Buffer&) = delete;
   Buffer& operator=(const Buffer&) = delete;
@@ -39,6 +44,8 @@ class Buffer {
   void set_handle(uint64_t bits) { handle_ = bits; }
   // The memory belongs to other CUDA code (vyre_buffer_wrap).
   bool borrowed() const { return borrowed_; }
+  // The memory is another process's, mapped by vyre_buffer_import_ipc.
+  bool imported() const { return mapping_ != nullptr; }
 
   // The handle was freed (or its context destroyed). Graphs and sequences that
   // still hold the memory refuse to run with it from then on.
@@ -59,6 +66,8 @@ class Buffer {
   CUdeviceptr device_;
   uint64_t bytes_;
   bool borrowed_;  // never freed here: the memory is the caller's
+  // An import's IPC mapping (ipc_mapping.h), shared by every buffer over it.
+  std::shared_ptr<const void> mapping_;
   uint64_t handle_ = 0;
   std::atomic<bool> freed_{false};
 };

@@ -64,8 +64,9 @@ CUresult fake_cuDevicePrimaryCtxReset(CUdevice dev) {
            static_cast<long long>(s.primary_retains[dev]));
   }
   uint64_t reclaimed = 0;
-  for (auto& [base, bytes] : s.device_allocations) std::free(reinterpret_cast<void*>(base));
+  for (auto& [base, bytes] : s.device_allocations) ReleaseDeviceMemory(base, bytes);
   reclaimed += s.device_allocations.size();
+  s.ipc_imports.clear();
   s.device_allocations.clear();
   s.allocation_devices.clear();
   s.peer_enabled.clear();

@@ -145,6 +145,10 @@ const ProcEntry kProcs[] = {
     FAKE_PROC(cuDeviceCanAccessPeer),
     FAKE_PROC(cuCtxEnablePeerAccess),
     FAKE_PROC(cuMemcpyPeerAsync),
+    FAKE_PROC(cuDeviceGetUuid),
+    FAKE_PROC(cuIpcGetMemHandle),
+    FAKE_PROC(cuIpcOpenMemHandle),
+    FAKE_PROC(cuIpcCloseMemHandle),
 };
 #undef FAKE_PROC
 
@@ -207,6 +211,8 @@ FAKE_EXPORT void fake_cuda_get_stats(fake_cuda_stats* out) {
   for (int64_t retains : s.primary_retains) st.primary_context_retains += retains;
   st.graphs_live = s.graphs.size();
   st.graph_execs_live = s.graph_execs.size();
+  st.ipc_imports_live = s.ipc_imports.size();
+  st.ipc_exports_live = s.ipc_exports.size();
   *out = st;
 }
 

@@ -44,6 +44,13 @@ CUresult fake_cuMemHostUnregister(void* ptr);
 CUresult fake_cuPointerGetAttributes(unsigned int count, CUpointer_attribute* attributes,
                                      void** data, CUdeviceptr ptr);
 
+// --- ipc.cc ------------------------------------------------------------------
+
+CUresult fake_cuDeviceGetUuid(CUuuid* uuid, CUdevice dev);
+CUresult fake_cuIpcGetMemHandle(CUipcMemHandle* handle, CUdeviceptr ptr);
+CUresult fake_cuIpcOpenMemHandle(CUdeviceptr* ptr, CUipcMemHandle handle, unsigned int flags);
+CUresult fake_cuIpcCloseMemHandle(CUdeviceptr ptr);
+
 // --- transfers.cc ------------------------------------------------------------
 
 CUresult fake_cuMemcpyHtoDAsync(CUdeviceptr dst, const void* src, size_t bytes, CUstream stream);

@@ -6,6 +6,9 @@
 #include <cstring>
 #include <map>
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include "entry_points.h"
 #include "state.h"
 
@@ -26,6 +29,22 @@ CUresult fake_cuMemGetInfo(size_t* free_bytes, size_t* total_bytes) {
   return CUDA_SUCCESS;
 }
 
+size_t PageRounded(size_t bytes) {
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  return (bytes + page - 1) / page * page;
+}
+
+void* MapDeviceMemory(size_t bytes) {
+  void* memory = mmap(nullptr, PageRounded(bytes), PROT_READ | PROT_WRITE,
+                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  return memory == MAP_FAILED ? nullptr : memory;
+}
+
+void ReleaseDeviceMemory(uintptr_t base, size_t bytes) {
+  munmap(reinterpret_cast<void*>(base), PageRounded(bytes));
+  ForgetIpcExport(base);
+}
+
 CUresult fake_cuMemAlloc(CUdeviceptr* ptr, size_t bytes) {
   Lock lock(S().mu);
   if (CUresult r = RequireContext("cuMemAlloc")) return r;
@@ -36,10 +55,10 @@ CUresult fake_cuMemAlloc(CUdeviceptr* ptr, size_t bytes) {
   if (bytes > s.capacity - std::min<uint64_t>(s.capacity, s.device_bytes)) {
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
-  void* memory = nullptr;
-  size_t rounded = (bytes + kDeviceAlignment - 1) / kDeviceAlignment * kDeviceAlignment;
-  if (posix_memalign(&memory, kDeviceAlignment, rounded) != 0) return CUDA_ERROR_OUT_OF_MEMORY;
-  std::memset(memory, kFreshMemoryPattern, rounded);
+  static_assert(kDeviceAlignment <= 4096, "pages align device memory");
+  void* memory = MapDeviceMemory(bytes);
+  if (memory == nullptr) return CUDA_ERROR_OUT_OF_MEMORY;
+  std::memset(memory, kFreshMemoryPattern, bytes);
   s.device_allocations[reinterpret_cast<uintptr_t>(memory)] = bytes;
   s.allocation_devices[reinterpret_cast<uintptr_t>(memory)] = CurrentDevice();
   s.device_bytes += bytes;
@@ -53,6 +72,11 @@ CUresult fake_cuMemFree(CUdeviceptr ptr) {
   if (CUresult r = RejectUnsafeDuringCapture("cuMemFree")) return r;
   FlushDeferred();  // cuMemFree waits for the device
   State& s = S();
+  if (s.ipc_imports.count(static_cast<uintptr_t>(ptr)) > 0) {
+    return Misuse(CUDA_ERROR_INVALID_VALUE,
+                  "cuMemFree(0x%llx): an IPC import (close it with cuIpcCloseMemHandle)",
+                  static_cast<unsigned long long>(ptr));
+  }
   auto it = s.device_allocations.find(static_cast<uintptr_t>(ptr));
   if (it == s.device_allocations.end()) {
     return Misuse(CUDA_ERROR_INVALID_VALUE, "cuMemFree(0x%llx): not a live allocation",
@@ -60,7 +84,7 @@ CUresult fake_cuMemFree(CUdeviceptr ptr) {
   }
   s.device_bytes -= it->second;
   s.allocation_devices.erase(it->first);
-  std::free(reinterpret_cast<void*>(it->first));
+  ReleaseDeviceMemory(it->first, it->second);
   s.device_allocations.erase(it);
   return CUDA_SUCCESS;
 }

@@ -157,6 +157,13 @@ struct State {
   std::map<uintptr_t, size_t> pinned_allocations;
   uint64_t pinned_bytes = 0;
   std::map<uintptr_t, size_t> registered;  // cuMemHostRegister: base -> bytes
+  // IPC (ipc.cc). Exported allocations are remapped onto a POSIX shared
+  // memory object (base -> its serial in the object's name); imports are
+  // mappings of another process's object, also listed in device_allocations
+  // so work may touch them (base -> the handle they came from, as bytes).
+  std::map<uintptr_t, uint64_t> ipc_exports;
+  std::map<uintptr_t, std::string> ipc_imports;
+  uint64_t ipc_serial = 0;
   bool defer_copies = false;               // FAKE_CUDA_DEFER_COPIES=1 (or FAKE_CUDA_DEFER_ALL=1)
   bool defer_all = false;                  // FAKE_CUDA_DEFER_ALL=1: memsets and kernels too
   std::vector<FakeGraphNode> deferred;     // host<->device copies not yet run
@@ -228,6 +235,16 @@ CUresult RejectUnsafeDuringCapture(const char* fn);
 // --- memory.cc --------------------------------------------------------------
 
 bool PinnedRangeValid(const void* ptr, uint64_t bytes);
+// Device memory: page-aligned private mappings, so an export can remap one
+// onto shared memory in place (ipc.cc). Release also ends its export.
+void* MapDeviceMemory(size_t bytes);
+void ReleaseDeviceMemory(uintptr_t base, size_t bytes);
+size_t PageRounded(size_t bytes);
+
+// --- ipc.cc -----------------------------------------------------------------
+
+// Unlinks the shared memory object of an exported allocation (S().mu held).
+void ForgetIpcExport(uintptr_t base);
 
 // --- transfers.cc -----------------------------------------------------------
 
