@@ -554,7 +554,11 @@ VYRE_API vyre_status vyre_buffer_copy_async(const vyre_buffer_copy_desc* desc,
  * until every importer has freed its import. Memory freed by the exporter
  * while mapped elsewhere is undefined to read there. Importing a handle
  * whose buffer was already freed, or whose process exited, is
- * VYRE_STATUS_INVALID_ARGUMENT with a Fix, never a crash.
+ * VYRE_STATUS_INVALID_ARGUMENT with a Fix, never a crash: the driver keeps
+ * a freed small buffer's memory block while its process lives and would
+ * open such a handle, so each exported buffer has an empty POSIX shared
+ * memory object (/dev/shm/vyre_cuda_ipc_<pid>_<n>) while it is allocated,
+ * which importers look for (without /dev/shm, only the driver checks).
  *
  * Ordering across processes is the caller's: the exporter's writes are
  * visible to the importer's work after the exporter has waited for them

@@ -264,7 +264,7 @@ void CheckImportOfFreedExport(vyre_context context, uint32_t ordinal, bool peer_
   vyre_buffer imported{1};
   IPC_EXPECT_STATUS(VYRE_STATUS_INVALID_ARGUMENT,
                     vyre_buffer_import_ipc(context, &handle, &imported));
-  ExpectMessage("could not open the handle");
+  ExpectMessage("no longer allocated");
   EXPECT_EQ(imported.bits, 0u);
   if (!peer_exits) {
     peer.Send("exit");

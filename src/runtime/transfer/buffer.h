@@ -46,6 +46,11 @@ class Buffer {
   bool borrowed() const { return borrowed_; }
   // The memory is another process's, mapped by vyre_buffer_import_ipc.
   bool imported() const { return mapping_ != nullptr; }
+  // What vyre_buffer_export_ipc attached to this buffer (buffer_ipc.cc: the
+  // sign importers check that it is still allocated), released with the
+  // buffer's memory. Read and set under buffer_ipc.cc's lock only.
+  const std::shared_ptr<const void>& export_ticket() const { return export_ticket_; }
+  void set_export_ticket(std::shared_ptr<const void> ticket) { export_ticket_ = std::move(ticket); }
 
   // The handle was freed (or its context destroyed). Graphs and sequences that
   // still hold the memory refuse to run with it from then on.
@@ -68,6 +73,7 @@ class Buffer {
   bool borrowed_;  // never freed here: the memory is the caller's
   // An import's IPC mapping (ipc_mapping.h), shared by every buffer over it.
   std::shared_ptr<const void> mapping_;
+  std::shared_ptr<const void> export_ticket_;
   uint64_t handle_ = 0;
   std::atomic<bool> freed_{false};
 };

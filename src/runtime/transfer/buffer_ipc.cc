@@ -1,13 +1,20 @@
 #include "runtime/transfer/buffer_ipc.h"
 
 #include <cuda.h>
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdlib>
 
 #include <array>
 #include <cstring>
 #include <string>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
 #include "base/checked_math.h"
@@ -25,10 +32,10 @@ namespace {
 struct IpcWire {
   char magic[8];         // kMagic
   uint32_t layout;       // kLayout
-  uint32_t reserved;     // 0
+  uint32_t pid;          // the exporting process
   uint64_t bytes;        // the exported buffer's size
   uint64_t offset;       // its start past the allocation's base
-  uint64_t pid;          // the exporting process
+  uint64_t ticket;       // its export ticket (ExportTicket), 0 for none
   uint8_t uuid[16];      // the device's UUID (ordinals differ between processes)
   uint8_t cu_handle[64]; // CUipcMemHandle of the allocation's base
   uint64_t checksum;     // FNV-1a 64 of everything above
@@ -37,7 +44,11 @@ static_assert(sizeof(IpcWire) == VYRE_IPC_HANDLE_BYTES, "the wire layout fills t
 static_assert(sizeof(CUipcMemHandle) == sizeof(IpcWire::cu_handle), "CUDA's handle is 64 bytes");
 
 constexpr char kMagic[8] = {'v', 'y', 'r', 'e', 'i', 'p', 'c', '\0'};
-constexpr uint32_t kLayout = 1;
+constexpr uint32_t kLayout = 2;
+
+constexpr const char* kFreedFix =
+    "Fix: keep the exported buffer allocated in the exporting process until every importer "
+    "has freed its import, and import on the same machine.";
 
 uint64_t Checksum(const IpcWire& wire) {
   const auto* p = reinterpret_cast<const uint8_t*>(&wire);
@@ -113,6 +124,82 @@ class IpcMappings {
   absl::flat_hash_map<std::string, std::weak_ptr<IpcMapping>> live_ ABSL_GUARDED_BY(mu);
 };
 
+// Whether an exported buffer is still allocated, for importers. The driver
+// cannot tell them: it sub-allocates small buffers from larger blocks and
+// keeps a freed buffer's block while its process lives, so opening the
+// handle of a freed buffer succeeds and maps memory that is reused. A ticket
+// is an empty POSIX shared memory object named for the exporting process
+// and a serial, created at the buffer's first export and unlinked when its
+// memory is freed or the process exits; an import whose ticket is gone is
+// refused. Where shared memory objects cannot be made (no /dev/shm), the
+// handle carries ticket 0 and importers rely on the driver alone.
+class ExportTicket {
+ public:
+  // A new ticket, or null when the object cannot be made.
+  static std::shared_ptr<ExportTicket> Make() {
+    static std::atomic<uint64_t> serial{0};
+    const uint64_t id = serial.fetch_add(1, std::memory_order_relaxed) + 1;
+    std::string name = Name(static_cast<uint32_t>(getpid()), id);
+    const int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDONLY, 0600);
+    if (fd < 0) return nullptr;
+    close(fd);
+    Live& live = Live::Get();
+    absl::MutexLock lock(&live.mu);
+    if (!live.at_exit_registered) live.at_exit_registered = std::atexit(&UnlinkAllAtExit) == 0;
+    live.names.insert(name);
+    return std::shared_ptr<ExportTicket>(new ExportTicket(id, std::move(name)));
+  }
+  ~ExportTicket() {
+    shm_unlink(name_.c_str());
+    Live& live = Live::Get();
+    absl::MutexLock lock(&live.mu);
+    live.names.erase(name_);
+  }
+  ExportTicket(const ExportTicket&) = delete;
+  ExportTicket& operator=(const ExportTicket&) = delete;
+  uint64_t id() const { return id_; }
+
+  static std::string Name(uint32_t pid, uint64_t id) {
+    return absl::StrFormat("/vyre_cuda_ipc_%u_%u", pid, id);
+  }
+  // True when the exporter's ticket `id` still exists.
+  static bool Exists(uint32_t pid, uint64_t id) {
+    const int fd = shm_open(Name(pid, id).c_str(), O_RDONLY, 0);
+    if (fd < 0) return errno != ENOENT;  // only a missing ticket proves the buffer gone
+    close(fd);
+    return true;
+  }
+
+ private:
+  ExportTicket(uint64_t id, std::string name) : id_(id), name_(std::move(name)) {}
+
+  // The tickets of buffers still allocated, unlinked at exit, where buffers
+  // are not freed one by one.
+  struct Live {
+    static Live& Get() {
+      static Live* live = new Live;  // never destroyed: used by atexit
+      return *live;
+    }
+    absl::Mutex mu;
+    absl::flat_hash_set<std::string> names ABSL_GUARDED_BY(mu);
+    bool at_exit_registered ABSL_GUARDED_BY(mu) = false;
+  };
+  static void UnlinkAllAtExit() {
+    Live& live = Live::Get();
+    absl::MutexLock lock(&live.mu);
+    for (const std::string& name : live.names) shm_unlink(name.c_str());
+  }
+
+  uint64_t id_;
+  std::string name_;
+};
+
+// Serialises first exports of a buffer (attaching its ticket once).
+absl::Mutex& TicketMutex() {
+  static absl::Mutex* mu = new absl::Mutex;
+  return *mu;
+}
+
 // cuIpcOpenMemHandle's answers for a handle that names no live allocation
 // (its buffer freed, its process gone, another machine's) or that this
 // context cannot map.
@@ -126,7 +213,7 @@ absl::StatusOr<IpcWire> ReadWire(const vyre_ipc_handle& handle, const char* what
   IpcWire wire;
   std::memcpy(&wire, handle.bytes, sizeof(wire));
   if (std::memcmp(wire.magic, kMagic, sizeof(kMagic)) != 0 || wire.layout != kLayout ||
-      wire.reserved != 0 || wire.checksum != Checksum(wire)) {
+      wire.checksum != Checksum(wire)) {
     return Errorf(VYRE_STATUS_INVALID_ARGUMENT,
                   "%s: the handle's bytes are not a vyre_ipc_handle from vyre_buffer_export_ipc "
                   "(%s). Fix: send all %d bytes of the exported handle unchanged, and import "
@@ -148,7 +235,7 @@ absl::StatusOr<IpcWire> ReadWire(const vyre_ipc_handle& handle, const char* what
 
 }  // namespace
 
-absl::Status ExportIpc(const Buffer& buffer, vyre_ipc_handle* out, const char* what) {
+absl::Status ExportIpc(Buffer& buffer, vyre_ipc_handle* out, const char* what) {
   if (buffer.imported()) {
     return Errorf(VYRE_STATUS_INVALID_ARGUMENT,
                   "%s: the buffer is an import of memory another process exported, and CUDA "
@@ -164,7 +251,7 @@ absl::Status ExportIpc(const Buffer& buffer, vyre_ipc_handle* out, const char* w
   std::memcpy(wire.magic, kMagic, sizeof(kMagic));
   wire.layout = kLayout;
   wire.bytes = buffer.bytes();
-  wire.pid = static_cast<uint64_t>(getpid());
+  wire.pid = static_cast<uint32_t>(getpid());
   CUdeviceptr base = buffer.device();
   if (buffer.borrowed()) {
     // Wrapped memory may start inside its allocation; CUDA's handle names the
@@ -196,6 +283,12 @@ absl::Status ExportIpc(const Buffer& buffer, vyre_ipc_handle* out, const char* w
                            "cuIpcGetMemHandle");
   }
   std::memcpy(wire.cu_handle, cu_handle.reserved, sizeof(wire.cu_handle));
+  {
+    absl::MutexLock lock(&TicketMutex());
+    if (buffer.export_ticket() == nullptr) buffer.set_export_ticket(ExportTicket::Make());
+    const auto* ticket = static_cast<const ExportTicket*>(buffer.export_ticket().get());
+    wire.ticket = ticket != nullptr ? ticket->id() : 0;
+  }
   wire.checksum = Checksum(wire);
   std::memcpy(out->bytes, &wire, sizeof(wire));
   return absl::OkStatus();
@@ -205,12 +298,18 @@ absl::StatusOr<std::shared_ptr<Buffer>> ImportIpc(std::shared_ptr<Context> conte
                                                   const vyre_ipc_handle& handle,
                                                   const char* what) {
   VYRE_ASSIGN_OR_RETURN(IpcWire wire, ReadWire(handle, what));
-  if (wire.pid == static_cast<uint64_t>(getpid())) {
+  if (wire.pid == static_cast<uint32_t>(getpid())) {
     return Errorf(VYRE_STATUS_INVALID_ARGUMENT,
                   "%s: the handle was exported by this process (pid %u), and CUDA opens IPC "
                   "handles only in other processes. Fix: use the exported buffer itself here "
                   "(vyre_buffer_copy moves its bytes to a buffer of another context).",
                   what, wire.pid);
+  }
+  if (wire.ticket != 0 && !ExportTicket::Exists(wire.pid, wire.ticket)) {
+    return Errorf(VYRE_STATUS_INVALID_ARGUMENT,
+                  "%s: the handle's buffer of %u bytes is no longer allocated: process %u freed "
+                  "it or has exited. %s",
+                  what, wire.bytes, wire.pid, kFreedFix);
   }
   const uint32_t ordinal = context->device().ordinal;
   VYRE_ASSIGN_OR_RETURN(Uuid uuid, DeviceUuid(context->cu_device(), what));
@@ -245,10 +344,8 @@ absl::StatusOr<std::shared_ptr<Buffer>> ImportIpc(std::shared_ptr<Context> conte
             absl::StrFormat(
                 "%s: the CUDA driver could not open the handle of %u bytes from process %u "
                 "(cuIpcOpenMemHandle returned %s): its buffer was freed or its process has "
-                "exited, or it comes from another machine. Fix: keep the exported buffer "
-                "allocated in the exporting process until every importer has freed its "
-                "import, and import it on the same machine.",
-                what, wire.bytes, wire.pid, driver::CuResultName(r)),
+                "exited, or it comes from another machine. %s",
+                what, wire.bytes, wire.pid, driver::CuResultName(r), kFreedFix),
             static_cast<int32_t>(r));
       }
       if (r != CUDA_SUCCESS) {

@@ -16,7 +16,7 @@ namespace vyre {
 
 // The handle of `buffer`'s whole range. Refused for an import (the exporter's
 // memory is not this process's to share) and for memory CUDA cannot export.
-absl::Status ExportIpc(const Buffer& buffer, vyre_ipc_handle* out, const char* what);
+absl::Status ExportIpc(Buffer& buffer, vyre_ipc_handle* out, const char* what);
 
 // Maps the memory `handle` names into `context` (once per CUDA context and
 // handle; later imports share the mapping) and returns a buffer over it.
