@@ -117,7 +117,9 @@ void Setup(Gpu& g, int ordinal, uint32_t n, std::mt19937& rng) {
   decls[1].name = "y";
   decls[1].role = VYRE_ROLE_INPUT;
   decls[2].name = "out";
-  decls[2].role = VYRE_ROLE_OUTPUT;
+  // INPUT_OUTPUT, not OUTPUT: a resident OUTPUT binding is zeroed before each
+  // dispatch (a 256 MiB memset here), work the raw side does not do.
+  decls[2].role = VYRE_ROLE_INPUT_OUTPUT;
   vyre_program_desc pdesc = VYRE_PROGRAM_DESC_INIT;
   pdesc.code_kind = VYRE_CODE_PTX;
   pdesc.code = kVectorAddPtx;

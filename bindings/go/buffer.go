@@ -30,7 +30,10 @@ func AsBytes[T Elem](s []T) []byte {
 // Buffer is resident device memory owned by a Context (vyre_buffer). Safe
 // for concurrent use. Close frees it (if a pending dispatch still uses it,
 // the library frees the memory when that dispatch completes); closing
-// twice is harmless, any other use after Close is an error.
+// twice is harmless, any other use after Close is an error. A Buffer from
+// Context.Wrap borrows memory other CUDA code owns, and one from
+// Context.ImportIPC maps memory another process exported (ExportIPC):
+// their Close releases the handle (and closes the mapping) only.
 type Buffer struct {
 	ctx  *Context
 	h    atomic.Uint64
@@ -293,8 +296,12 @@ type BufferInfo struct {
 	DevicePointer uint64
 	// ContextHandle is the owning context's handle bits.
 	ContextHandle uint64
-	// Borrowed: the memory belongs to other CUDA code (Context.Wrap).
+	// Borrowed: the memory belongs to other CUDA code (Context.Wrap) or to
+	// another process (Context.ImportIPC): VYRE_BUFFER_INFO_FLAG_BORROWED.
 	Borrowed bool
+	// Imported: the buffer maps memory another process exported
+	// (Context.ImportIPC; Borrowed is set too): VYRE_BUFFER_INFO_FLAG_IMPORTED.
+	Imported bool
 }
 
 // Info reads the buffer's size, device pointer and owner (vyre_buffer_info_get).
@@ -312,7 +319,8 @@ func (b *Buffer) Info() (BufferInfo, error) {
 	}
 	return BufferInfo{Bytes: uint64(info.bytes), DevicePointer: uint64(info.device_pointer),
 		ContextHandle: uint64(info.context.bits),
-		Borrowed:      info.flags&C.VYRE_BUFFER_INFO_FLAG_BORROWED != 0}, nil
+		Borrowed:      info.flags&C.VYRE_BUFFER_INFO_FLAG_BORROWED != 0,
+		Imported:      info.flags&C.VYRE_BUFFER_INFO_FLAG_IMPORTED != 0}, nil
 }
 
 // Arg binds the whole buffer to a dispatch (RESIDENT).

@@ -73,4 +73,15 @@
 // (vyre_pending_wait with a timeout) and returns ctx.Err() when ctx is done
 // first, leaving the pending waitable. WaitTimeout and Poll are the plain
 // forms.
+//
+// # Sharing buffers between processes
+//
+// Buffer.ExportIPC returns an IPCHandle (128 bytes; String and
+// ParseIPCHandle turn it into hex text and back) that the caller sends to
+// another process of the machine over any channel; Context.ImportIPC there
+// returns a Buffer over the same device memory (BufferInfo.Imported). The
+// exporter keeps its Buffer open until every importer has closed its
+// import, and orders the two processes' work itself (a write is visible to
+// the other process once the writer has waited for it and said so).
+// IPCHandle's documentation has the details and the refusals.
 package vyrecuda

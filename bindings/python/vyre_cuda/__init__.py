@@ -84,6 +84,14 @@ torch.Tensor and cupy.ndarray (exact types) skip DLPack in dispatch() and
 dispatch_async(): their pointer, size, device and current stream are read
 directly and bound through a wrap the Context keeps per (pointer, bytes)
 (see the package README, "PyTorch tensors and CuPy arrays").
+
+Buffers are shared between processes of one machine through CUDA IPC:
+
+        handle = buf.export_ipc()           # 128 bytes; send them anywhere
+        shared = ctx.import_ipc(handle)     # in the other process: a Buffer
+
+(the exporter keeps buf open until every importer has closed its import;
+see Buffer.export_ipc and Context.import_ipc).
 """
 
 from __future__ import annotations
@@ -104,7 +112,8 @@ if os.environ.get("VYRE_CUDA_EXTENSION_DIR"):
     __path__.append(os.environ["VYRE_CUDA_EXTENSION_DIR"])  # noqa: F821
 
 from . import _dlpack
-from ._cdefs import (BUFFER_COPY_FLAG_STAGED, BUFFER_INFO_FLAG_BORROWED, C_STRUCTS, DISPATCH_FLAG_COOPERATIVE,
+from ._cdefs import (BUFFER_COPY_FLAG_STAGED, BUFFER_INFO_FLAG_BORROWED, BUFFER_INFO_FLAG_IMPORTED,
+                     C_STRUCTS, DISPATCH_FLAG_COOPERATIVE, IPC_HANDLE_BYTES, IpcHandleStruct,
                      DISPATCH_FLAG_DEVICE_TIMING, EGRAPH_REBUILD_COLLIDING_HASH,
                      EGRAPH_REBUILD_DEVICE_TIMING, EGRAPH_REBUILD_RESET, KERNEL_NODE_UPDATE_GRID,
                      KERNEL_NODE_UPDATE_SCALARS, STREAM_LEGACY, STREAM_PER_THREAD, VERSION_MAJOR,
@@ -147,14 +156,14 @@ __all__ = [
     "last_error_log", "device_count", "device_can_access_peer",
     "device_info", "set_log_callback", "f32", "f64",
     "BUFFER_INFO_FLAG_BORROWED", "BUFFER_COPY_FLAG_STAGED", "DeviceArray", "STREAM_LEGACY",
-    "STREAM_PER_THREAD",
+    "STREAM_PER_THREAD", "BUFFER_INFO_FLAG_IMPORTED", "IPC_HANDLE_BYTES",
 ]
 
 # Importable from here as when the package was one module, though not in
 # __all__: the C layouts and handles, helpers the tests use, and the
 # standard-library names that module imported (dir(vyre_cuda) is unchanged).
 _COMPAT = (C_STRUCTS, _OPTIONAL, _PROTOTYPES, BindingDeclStruct, BufferHandle, BufferInfoStruct,
-           BufferCopyDescStruct,
+           BufferCopyDescStruct, IpcHandleStruct,
            BufferWrapDescStruct, ContextDescStruct, ContextHandle, DeviceInfoStruct, Dim3,
            DispatchBindingStruct, DispatchDescStruct, DownloadRangeStruct, EgraphAppendDescStruct,
            EgraphImageDescStruct,

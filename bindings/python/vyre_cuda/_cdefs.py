@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import ctypes
 import enum
-from ctypes import (POINTER, Structure, c_char, c_char_p, c_int, c_int32, c_size_t, c_uint32,
-                    c_uint64, c_void_p)
+from ctypes import (POINTER, Structure, c_char, c_char_p, c_int, c_int32, c_size_t, c_uint8,
+                    c_uint32, c_uint64, c_void_p)
 from typing import Union
 # typing.Sequence as _Seq: this package's Sequence is the vyre sequence.
 from typing import Sequence as _Seq
@@ -28,6 +28,11 @@ EGRAPH_REBUILD_COLLIDING_HASH = 1 << 2
 
 #: vyre_buffer_info.flags: the buffer borrows memory other CUDA code owns.
 BUFFER_INFO_FLAG_BORROWED = 1 << 0
+#: vyre_buffer_info.flags: the buffer maps memory another process exported
+#: (Context.import_ipc); BUFFER_INFO_FLAG_BORROWED is set too.
+BUFFER_INFO_FLAG_IMPORTED = 1 << 1
+#: The size of an IPC handle (Buffer.export_ipc) in bytes.
+IPC_HANDLE_BYTES = 128
 BUFFER_COPY_FLAG_STAGED = 1 << 0
 #: CU_STREAM_LEGACY and CU_STREAM_PER_THREAD, as stream arguments.
 STREAM_LEGACY = 1
@@ -261,6 +266,11 @@ class BufferWrapDescStruct(Structure):
         ("device_pointer", c_uint64),
         ("bytes", c_uint64),
     ]
+
+
+class IpcHandleStruct(Structure):
+    _c_name_ = "vyre_ipc_handle"
+    _fields_ = [("bytes", c_uint8 * IPC_HANDLE_BYTES)]
 
 
 class BindingDeclStruct(Structure):
@@ -519,7 +529,7 @@ class EgraphAppendDescStruct(Structure):
 C_STRUCTS = (ContextHandle, BufferHandle, ProgramHandle, PendingHandle, GraphHandle,
              SequenceHandle, EgraphImageHandle, DeviceInfoStruct, ContextDescStruct,
              TelemetryStruct, UploadRangeStruct, DownloadRangeStruct, BufferInfoStruct,
-             BufferWrapDescStruct, BufferCopyDescStruct,
+             BufferWrapDescStruct, BufferCopyDescStruct, IpcHandleStruct,
              BindingDeclStruct, KernelParamStruct, ProgramDescStruct, DispatchBindingStruct,
              DispatchDescStruct, TimingStruct, GraphReplayDescStruct, GraphInfoStruct,
              KernelNodeUpdateStruct, SequenceStepStruct, SequenceDescStruct,
@@ -588,6 +598,9 @@ _PROTOTYPES = {
     "vyre_buffer_info_get": (_S, [BufferHandle, POINTER(BufferInfoStruct)]),
     "vyre_buffer_copy": (_S, [POINTER(BufferCopyDescStruct)]),
     "vyre_buffer_copy_async": (_S, [POINTER(BufferCopyDescStruct), POINTER(PendingHandle)]),
+    "vyre_buffer_export_ipc": (_S, [BufferHandle, POINTER(IpcHandleStruct)]),
+    "vyre_buffer_import_ipc": (_S, [ContextHandle, POINTER(IpcHandleStruct),
+                                    POINTER(BufferHandle)]),
     "vyre_buffer_wrap": (_S, [ContextHandle, POINTER(BufferWrapDescStruct),
                               POINTER(BufferHandle)]),
     "vyre_context_wait_stream": (_S, [ContextHandle, c_uint64]),
@@ -645,4 +658,5 @@ _PROTOTYPES = {
 _OPTIONAL = frozenset({"vyre_buffer_wrap", "vyre_context_wait_stream",
                        "vyre_context_signal_stream", "vyre_egraph_image_append",
                        "vyre_egraph_changed_read", "vyre_buffer_copy",
-                       "vyre_buffer_copy_async", "vyre_device_can_access_peer"})
+                       "vyre_buffer_copy_async", "vyre_device_can_access_peer",
+                       "vyre_buffer_export_ipc", "vyre_buffer_import_ipc"})

@@ -14,8 +14,10 @@ from typing import TypeVar
 _H = TypeVar("_H")
 
 from . import _dlpack, _loader
-from ._cdefs import (BUFFER_COPY_FLAG_STAGED, BufferCopyDescStruct, BufferHandle,
-                     BufferInfoStruct, BufferWrapDescStruct, ContextDescStruct,
+from ._cdefs import (BUFFER_COPY_FLAG_STAGED, BUFFER_INFO_FLAG_BORROWED,
+                     BUFFER_INFO_FLAG_IMPORTED, IPC_HANDLE_BYTES, BufferCopyDescStruct,
+                     BufferHandle, BufferInfoStruct, BufferWrapDescStruct, ContextDescStruct,
+                     IpcHandleStruct,
                      ContextHandle, DeviceInfoStruct, Dim3, DownloadRangeStruct, LogCallbackType,
                      LogLevel, PendingHandle, Role, TelemetryStruct, UploadRangeStruct, _new,
                      _struct_dict, _unsigned)
@@ -285,6 +287,30 @@ class Context(_Object):
                             f"CUDA device, or a device pointer and nbytes.")
         return foreign
 
+    def import_ipc(self, handle: Union[bytes, bytearray, memoryview]) -> "Buffer":
+        """The buffer another process exported (Buffer.export_ipc), mapped
+        into this context's device (vyre_buffer_import_ipc): a Buffer over
+        the same device memory, usable wherever a Buffer is, whose nbytes is
+        the exported buffer's and whose `imported` and `borrowed` are True.
+        close() (or closing the context) closes the mapping once pending work
+        that uses it is done, and never frees the exporter's memory.
+        Importing one handle twice in a process maps it once; each Buffer
+        holds the mapping.
+
+        handle: the IPC_HANDLE_BYTES (128) bytes export_ipc returned, as
+          bytes, bytearray or memoryview (bytes.fromhex() turns hex text
+          back into them). Anything else raises TypeError; another length
+          ValueError.
+
+        The handle names the device by UUID, so this process may see it
+        under another ordinal (CUDA_VISIBLE_DEVICES): import into a context
+        on that same device. Refused with VyreError (INVALID_ARGUMENT and a
+        Fix, never a crash): bytes that are not a handle (corrupted); a
+        handle this process exported (use the Buffer itself); a handle whose
+        buffer was freed or whose process exited; a context on another
+        device than the handle's."""
+        return Buffer._import_ipc(self, handle)
+
     def device_info(self) -> Dict[str, Any]:
         info = _new(DeviceInfoStruct)
         _call("vyre_context_device_info", self._h(), byref(info))
@@ -373,7 +399,8 @@ class BufferRange:
 
 class Buffer(_Object):
     """Resident device memory owned by a Context (or, from Context.wrap,
-    borrowed from another library).
+    borrowed from another library; or, from Context.import_ipc, mapped from
+    another process, which export_ipc shares it with).
 
     Other libraries read it without a copy: it exports
     __cuda_array_interface__ (v3) and DLPack (__dlpack__,
@@ -394,6 +421,8 @@ class Buffer(_Object):
     _imported: Optional[_dlpack.Imported] = None
     #: For a wrapped foreign array: the stream its producer orders work on.
     _stream: Optional[int] = None
+    #: True for a Buffer from Context.import_ipc.
+    _ipc = False
 
     def __init__(self, context: Context, nbytes: int) -> None:
         super().__init__(0, context)
@@ -423,14 +452,75 @@ class Buffer(_Object):
         buf._imported = imported
         return buf
 
+    @classmethod
+    def _import_ipc(cls, context: Context,
+                    handle: Union[bytes, bytearray, memoryview]) -> "Buffer":
+        if not isinstance(handle, (bytes, bytearray, memoryview)):
+            hint = (" (hex text? pass bytes.fromhex(text))" if isinstance(handle, str) else "")
+            raise TypeError(f"Context.import_ipc: the handle is {type(handle).__name__}, not "
+                            f"bytes{hint}. Fix: pass the {IPC_HANDLE_BYTES} bytes "
+                            f"Buffer.export_ipc returned in the exporting process.")
+        data = bytes(handle)
+        if len(data) != IPC_HANDLE_BYTES:
+            raise ValueError(f"Context.import_ipc: an IPC handle is {IPC_HANDLE_BYTES} bytes, "
+                             f"not {len(data)}. Fix: pass the bytes of Buffer.export_ipc as "
+                             f"they are, whole.")
+        _require("vyre_buffer_import_ipc", "Context.import_ipc")
+        raw = IpcHandleStruct()
+        ctypes.memmove(raw.bytes, data, IPC_HANDLE_BYTES)
+        buf = cls.__new__(cls)
+        _Object.__init__(buf, 0, context)
+        out = BufferHandle()
+        _call("vyre_buffer_import_ipc", context._h(), byref(raw), byref(out))
+        buf._bits = out.bits
+        buf._ipc = True
+        try:
+            buf.nbytes = buf.info()["bytes"]  # the exported buffer's size
+        except BaseException:
+            buf.close()
+            raise
+        return buf
+
     @property
     def context(self) -> Context:
         return self._context
 
     @property
     def borrowed(self) -> bool:
-        """True for a Buffer from Context.wrap (its memory is another library's)."""
-        return self._owner is not None or self._imported is not None
+        """True for a Buffer from Context.wrap (its memory is another
+        library's) or Context.import_ipc (another process's)."""
+        return self._owner is not None or self._imported is not None or self._ipc
+
+    @property
+    def imported(self) -> bool:
+        """True for a Buffer from Context.import_ipc: it maps memory another
+        process exported (BUFFER_INFO_FLAG_IMPORTED)."""
+        return self._ipc
+
+    def export_ipc(self) -> bytes:
+        """This buffer's IPC handle (vyre_buffer_export_ipc): IPC_HANDLE_BYTES
+        (128) opaque bytes to send to another process of this machine over
+        any channel (a pipe, a socket, a file, MPI; .hex() gives text), where
+        Context.import_ipc maps the same device memory. Exporting again
+        gives the same bytes. Mechanism: CUDA's IPC memory handles; not
+        available on Windows WDDM or WSL.
+
+        Lifetime (CUDA's rule): keep this Buffer open until every importer
+        has closed its import; memory freed while mapped elsewhere is
+        undefined to read there, and importing a handle of a freed buffer,
+        or of an exited process, is refused. Ordering across processes is
+        the caller's: writes are visible to the other process after the
+        writer has waited for them (upload() and dispatch() return after
+        their work; wait() on a Pending) and told it so over its channel.
+
+        Refused with VyreError (INVALID_ARGUMENT and a Fix): a Buffer that
+        is itself an import (export from the process that allocated it), or
+        wrapped memory CUDA cannot share (a stream-ordered pool's, for
+        example)."""
+        _require("vyre_buffer_export_ipc", "Buffer.export_ipc")
+        raw = IpcHandleStruct()
+        _call("vyre_buffer_export_ipc", self._h(), byref(raw))
+        return bytes(raw.bytes)
 
     @property
     def owner(self) -> Any:
@@ -438,12 +528,17 @@ class Buffer(_Object):
         return self._owner
 
     def info(self) -> Dict[str, int]:
-        """dict(flags, bytes, device_pointer, context): device_pointer is the
-        raw CUdeviceptr, valid until the buffer is freed; flags holds
-        BUFFER_INFO_FLAG_BORROWED for a wrapped buffer."""
+        """dict(flags, bytes, device_pointer, context, borrowed, imported):
+        device_pointer is the raw CUdeviceptr, valid until the buffer is
+        freed; flags holds BUFFER_INFO_FLAG_BORROWED for a wrapped or
+        imported buffer and BUFFER_INFO_FLAG_IMPORTED for one from
+        Context.import_ipc; borrowed and imported are those bits as bools."""
         info = _new(BufferInfoStruct)
         _call("vyre_buffer_info_get", self._h(), byref(info))
-        return _struct_dict(info)
+        out = _struct_dict(info)
+        out["borrowed"] = bool(info.flags & BUFFER_INFO_FLAG_BORROWED)
+        out["imported"] = bool(info.flags & BUFFER_INFO_FLAG_IMPORTED)
+        return out
 
     @property
     def device_pointer(self) -> int:

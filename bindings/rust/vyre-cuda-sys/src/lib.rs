@@ -124,6 +124,9 @@ pub const VYRE_BINDING_SOURCE_FORCE32: vyre_binding_source = 0x7FFF_FFFF;
 
 /// Flags of `vyre_buffer_info.flags` (an anonymous enum in the header).
 pub const VYRE_BUFFER_INFO_FLAG_BORROWED: u32 = 1 << 0;
+/// The buffer maps memory another process exported
+/// (`vyre_buffer_import_ipc`); `BORROWED` is set too.
+pub const VYRE_BUFFER_INFO_FLAG_IMPORTED: u32 = 1 << 1;
 
 /// Flags of `vyre_dispatch_desc.flags` (an anonymous enum in the header).
 pub const VYRE_DISPATCH_FLAG_DEVICE_TIMING: u32 = 1 << 0;
@@ -133,6 +136,9 @@ pub const VYRE_DISPATCH_FLAG_COOPERATIVE: u32 = 1 << 1;
 pub const VYRE_BUFFER_COPY_FLAG_STAGED: u32 = 1 << 0;
 
 pub const VYRE_WAIT_FOREVER: u64 = u64::MAX;
+
+/// Size of `vyre_ipc_handle` (`vyre_buffer_export_ipc`).
+pub const VYRE_IPC_HANDLE_BYTES: usize = 128;
 
 pub type vyre_graph_node_kind = u32;
 pub const VYRE_GRAPH_NODE_KERNEL: vyre_graph_node_kind = 1;
@@ -415,6 +421,22 @@ impl Default for vyre_buffer_copy_desc {
             dst: vyre_buffer { bits: 0 },
             dst_offset: 0,
             bytes: 0,
+        }
+    }
+}
+
+/// An exported buffer (`vyre_buffer_export_ipc`): opaque bytes, valid in
+/// other processes of the same machine until the exporter frees the buffer
+/// or exits. The header has no INIT macro for it; `Default` is all zeros.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct vyre_ipc_handle {
+    pub bytes: [u8; VYRE_IPC_HANDLE_BYTES],
+}
+impl Default for vyre_ipc_handle {
+    fn default() -> Self {
+        Self {
+            bytes: [0; VYRE_IPC_HANDLE_BYTES],
         }
     }
 }
@@ -1008,6 +1030,14 @@ functions! {
     pub fn vyre_buffer_copy_async(
         desc: *const vyre_buffer_copy_desc,
         out: *mut vyre_pending,
+    ) -> vyre_status;
+
+    // Buffers shared between processes
+    pub fn vyre_buffer_export_ipc(buffer: vyre_buffer, out: *mut vyre_ipc_handle) -> vyre_status;
+    pub fn vyre_buffer_import_ipc(
+        context: vyre_context,
+        handle: *const vyre_ipc_handle,
+        out: *mut vyre_buffer,
     ) -> vyre_status;
 
     // Interop with other CUDA code in the process

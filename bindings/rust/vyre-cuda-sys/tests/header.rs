@@ -260,6 +260,8 @@ fn every_function_resolves() {
         vyre_buffer_info_get,
         vyre_buffer_copy,
         vyre_buffer_copy_async,
+        vyre_buffer_export_ipc,
+        vyre_buffer_import_ipc,
         vyre_buffer_wrap,
         vyre_context_wait_stream,
         vyre_context_signal_stream,
@@ -364,6 +366,7 @@ fn header_constants(text: &str) -> BTreeSet<String> {
         "VYRE_CUDA_VERSION_PATCH",
         "VYRE_CUDA_VERSION",
         "VYRE_WAIT_FOREVER",
+        "VYRE_IPC_HANDLE_BYTES",
     ] {
         assert!(
             text.contains(&format!("#define {name}")),
@@ -458,6 +461,7 @@ fn rust_layouts() -> BTreeMap<String, Layout> {
             struct_size, flags, src, src_offset, dst, dst_offset, bytes,
         }
         vyre_buffer_wrap_desc: default { struct_size, flags, device_pointer, bytes }
+        vyre_ipc_handle { bytes }
         vyre_binding_decl: default {
             struct_size, role, name, element_size, reserved0, element_count, output_offset,
             output_length,
@@ -531,6 +535,7 @@ fn rust_constants() -> BTreeMap<String, u64> {
         VYRE_CUDA_VERSION_PATCH,
         VYRE_CUDA_VERSION,
         VYRE_WAIT_FOREVER,
+        VYRE_IPC_HANDLE_BYTES,
         VYRE_STATUS_OK,
         VYRE_STATUS_INVALID_ARGUMENT,
         VYRE_STATUS_INVALID_HANDLE,
@@ -578,6 +583,7 @@ fn rust_constants() -> BTreeMap<String, u64> {
         VYRE_SOURCE_RESIDENT,
         VYRE_BINDING_SOURCE_FORCE32,
         VYRE_BUFFER_INFO_FLAG_BORROWED,
+        VYRE_BUFFER_INFO_FLAG_IMPORTED,
         VYRE_DISPATCH_FLAG_DEVICE_TIMING,
         VYRE_DISPATCH_FLAG_COOPERATIVE,
         VYRE_BUFFER_COPY_FLAG_STAGED,

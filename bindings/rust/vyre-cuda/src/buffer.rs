@@ -11,8 +11,9 @@ use crate::{byte_len, Context, Pending, Pod};
 
 /// Device memory owned by a [`Context`]; freed on drop (a dispatch still
 /// using it keeps it until that dispatch completes). A buffer from
-/// [`Buffer::wrap`] borrows memory other CUDA code owns instead: dropping it
-/// releases the handle only.
+/// [`Buffer::wrap`] borrows memory other CUDA code owns instead, and one from
+/// [`Context::import_ipc`] maps memory another process owns: dropping either
+/// releases the handle (and closes the mapping) only.
 pub struct Buffer {
     pub(crate) handle: sys::vyre_buffer,
     bytes: u64,
@@ -32,8 +33,150 @@ pub struct BufferInfo {
     /// The raw CUdeviceptr, for interop with other CUDA code in the process
     /// (valid while the buffer lives).
     pub device_pointer: u64,
-    /// The memory belongs to other CUDA code ([`Buffer::wrap`]).
+    /// The memory belongs to other CUDA code ([`Buffer::wrap`]), or to
+    /// another process ([`Context::import_ipc`]):
+    /// `VYRE_BUFFER_INFO_FLAG_BORROWED`.
     pub borrowed: bool,
+    /// The buffer maps memory another process exported
+    /// ([`Context::import_ipc`]; `borrowed` is set too):
+    /// `VYRE_BUFFER_INFO_FLAG_IMPORTED`.
+    pub imported: bool,
+}
+
+/// A buffer exported for other processes ([`Buffer::export_ipc`]): the
+/// [`IpcHandle::LEN`] (128) opaque bytes of `vyre_ipc_handle`, which the
+/// caller sends to another process of the same machine over any channel (a
+/// pipe, a socket, a file, MPI; [`to_hex`](Self::to_hex) gives text), where
+/// [`Context::import_ipc`] maps the same device memory. Valid until the
+/// exporter frees the buffer or exits.
+///
+/// Mechanism: CUDA's IPC memory handles (`cuIpcGetMemHandle` /
+/// `cuIpcOpenMemHandle`); not available on Windows WDDM or WSL, where the
+/// driver refuses it.
+///
+/// ```no_run
+/// # fn main() -> vyre_cuda::Result<()> {
+/// use vyre_cuda::{Context, IpcHandle};
+/// // The exporting process: keeps `shared` alive until every importer has
+/// // dropped its import.
+/// let ctx = Context::new(0)?;
+/// let shared = ctx.upload(&[1u32, 2, 3, 4])?;
+/// let text = shared.export_ipc()?.to_hex(); // send it to the other process
+///
+/// // The importing process (another one; importing in the exporting
+/// // process is refused):
+/// let ctx = Context::new(0)?;
+/// let import = ctx.import_ipc(&IpcHandle::from_hex(&text)?)?;
+/// assert_eq!(import.to_vec::<u32>()?, [1, 2, 3, 4]);
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct IpcHandle(pub [u8; IpcHandle::LEN]);
+
+impl IpcHandle {
+    /// The size of a handle in bytes (`VYRE_IPC_HANDLE_BYTES`).
+    pub const LEN: usize = sys::VYRE_IPC_HANDLE_BYTES;
+
+    /// The handle's bytes, to send to another process.
+    pub fn as_bytes(&self) -> &[u8; IpcHandle::LEN] {
+        &self.0
+    }
+
+    /// The handle of `bytes` received from the exporting process: exactly
+    /// [`IpcHandle::LEN`] bytes, else [`Status::InvalidArgument`](crate::Status::InvalidArgument).
+    /// The bytes themselves are checked by [`Context::import_ipc`].
+    pub fn from_bytes(bytes: &[u8]) -> Result<IpcHandle> {
+        let array: [u8; IpcHandle::LEN] = bytes.try_into().map_err(|_| {
+            crate::Error::usage(
+                crate::Status::InvalidArgument,
+                "IpcHandle::from_bytes",
+                format!(
+                    "an IPC handle is {} bytes, not {}. Fix: pass the bytes of \
+                     Buffer::export_ipc as they are, whole.",
+                    IpcHandle::LEN,
+                    bytes.len()
+                ),
+            )
+        })?;
+        Ok(IpcHandle(array))
+    }
+
+    /// The handle as 256 lowercase hexadecimal digits (for a command line,
+    /// an environment variable or a line of text).
+    pub fn to_hex(&self) -> String {
+        use std::fmt::Write;
+        let mut out = String::with_capacity(2 * IpcHandle::LEN);
+        for b in self.0 {
+            let _ = write!(out, "{b:02x}");
+        }
+        out
+    }
+
+    /// The handle of [`to_hex`](Self::to_hex)'s text (either case):
+    /// [`Status::InvalidArgument`](crate::Status::InvalidArgument) for
+    /// anything but 256 hexadecimal digits.
+    pub fn from_hex(text: &str) -> Result<IpcHandle> {
+        let text = text.trim();
+        let digits = text.as_bytes();
+        let bad = || {
+            crate::Error::usage(
+                crate::Status::InvalidArgument,
+                "IpcHandle::from_hex",
+                format!(
+                    "{:?} ({} characters) is not an IPC handle's {} hexadecimal digits. \
+                     Fix: pass the text of IpcHandle::to_hex as it is, whole.",
+                    text.chars().take(40).collect::<String>(),
+                    text.chars().count(),
+                    2 * IpcHandle::LEN
+                ),
+            )
+        };
+        if digits.len() != 2 * IpcHandle::LEN || !digits.iter().all(u8::is_ascii_hexdigit) {
+            return Err(bad());
+        }
+        let digit = |c: u8| (c as char).to_digit(16).unwrap_or(0) as u8;
+        let mut out = [0u8; IpcHandle::LEN];
+        for (i, pair) in digits.chunks_exact(2).enumerate() {
+            out[i] = digit(pair[0]) << 4 | digit(pair[1]);
+        }
+        Ok(IpcHandle(out))
+    }
+
+    /// The library's struct.
+    pub fn raw(&self) -> sys::vyre_ipc_handle {
+        sys::vyre_ipc_handle { bytes: self.0 }
+    }
+}
+
+impl std::fmt::Debug for IpcHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "IpcHandle({})", self.to_hex())
+    }
+}
+
+impl From<[u8; IpcHandle::LEN]> for IpcHandle {
+    fn from(bytes: [u8; IpcHandle::LEN]) -> IpcHandle {
+        IpcHandle(bytes)
+    }
+}
+
+impl From<sys::vyre_ipc_handle> for IpcHandle {
+    fn from(raw: sys::vyre_ipc_handle) -> IpcHandle {
+        IpcHandle(raw.bytes)
+    }
+}
+
+impl AsRef<[u8]> for IpcHandle {
+    fn as_ref(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl TryFrom<&[u8]> for IpcHandle {
+    type Error = crate::Error;
+    fn try_from(bytes: &[u8]) -> Result<IpcHandle> {
+        IpcHandle::from_bytes(bytes)
+    }
 }
 
 /// A byte range of a buffer (length 0: to the end), bound to a dispatch.
@@ -269,7 +412,56 @@ impl Buffer {
             bytes: info.bytes,
             device_pointer: info.device_pointer,
             borrowed: info.flags & sys::VYRE_BUFFER_INFO_FLAG_BORROWED != 0,
+            imported: info.flags & sys::VYRE_BUFFER_INFO_FLAG_IMPORTED != 0,
         })
+    }
+
+    /// The buffer's IPC handle (`vyre_buffer_export_ipc`), for
+    /// [`Context::import_ipc`] in another process of this machine, which then
+    /// reads and writes the same device memory; exporting again gives the
+    /// same bytes. See [`IpcHandle`].
+    ///
+    /// Lifetime (CUDA's rule): keep this buffer alive until every importer
+    /// has dropped its import; memory freed while mapped elsewhere is
+    /// undefined to read there, and importing a handle of a freed buffer, or
+    /// of an exited process, is refused. Ordering across processes is the
+    /// caller's: writes are visible to the other process after the writer
+    /// has waited for them ([`Buffer::upload`] and dispatches return after
+    /// their work; wait on a [`Pending`]) and told it so over its channel.
+    ///
+    /// Refused ([`Status::InvalidArgument`](crate::Status::InvalidArgument),
+    /// with a Fix): a buffer that is itself an import (export from the
+    /// process that allocated it), or wrapped memory CUDA cannot share (a
+    /// stream-ordered pool's, for example).
+    pub fn export_ipc(&self) -> Result<IpcHandle> {
+        let mut raw = sys::vyre_ipc_handle::default();
+        // SAFETY: a valid out-pointer.
+        check(
+            unsafe { sys::vyre_buffer_export_ipc(self.handle, &mut raw) },
+            "vyre_buffer_export_ipc",
+        )?;
+        Ok(IpcHandle(raw.bytes))
+    }
+
+    /// Maps the buffer another process exported (`vyre_buffer_import_ipc`);
+    /// [`Context::import_ipc`] is the usual spelling.
+    pub(crate) fn import_ipc(ctx: &Context, handle: &IpcHandle) -> Result<Buffer> {
+        let raw = handle.raw();
+        let mut out = sys::vyre_buffer::default();
+        // SAFETY: a valid handle struct and out-pointer.
+        check(
+            unsafe { sys::vyre_buffer_import_ipc(ctx.raw(), &raw, &mut out) },
+            "vyre_buffer_import_ipc",
+        )?;
+        let mut buffer = Buffer {
+            handle: out,
+            bytes: 0,
+            ctx: Arc::clone(&ctx.inner),
+        };
+        // Its size is the exported buffer's; dropping `buffer` on an error
+        // closes the mapping.
+        buffer.bytes = buffer.info()?.bytes;
+        Ok(buffer)
     }
 
     /// The whole buffer, as a dispatch binding.

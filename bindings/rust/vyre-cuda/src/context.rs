@@ -6,7 +6,7 @@ use std::sync::Arc;
 use vyre_cuda_sys as sys;
 
 use crate::error::{check, Error, Result, Status};
-use crate::{Buffer, PinnedBuffer, Pod, Registration};
+use crate::{Buffer, IpcHandle, PinnedBuffer, Pod, Registration};
 
 /// What the driver reports about a device.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -351,6 +351,26 @@ impl Context {
     /// `bytes` (> 0) of device memory, uninitialised.
     pub fn alloc(&self, bytes: u64) -> Result<Buffer> {
         Buffer::alloc(self, bytes)
+    }
+
+    /// The buffer another process exported ([`Buffer::export_ipc`]), mapped
+    /// into this context's device (`vyre_buffer_import_ipc`): a [`Buffer`]
+    /// over the same device memory, usable wherever a buffer is, whose size
+    /// is the exported buffer's and whose [`info`](Buffer::info) says
+    /// `borrowed` and `imported`. Dropping it (or the context) closes the
+    /// mapping once pending work that uses it is done, and never frees the
+    /// exporter's memory; importing one handle twice in a process maps it
+    /// once, and each buffer holds the mapping.
+    ///
+    /// The handle names the device by UUID, so this process may see it under
+    /// another ordinal (`CUDA_VISIBLE_DEVICES`): import into a context on
+    /// that same device. Refused ([`Status::InvalidArgument`](crate::Status::InvalidArgument),
+    /// with a Fix, never a crash): bytes that are not a handle (corrupted or
+    /// cut short); a handle this process exported (use the buffer itself);
+    /// a handle whose buffer was freed or whose process exited; a context
+    /// on another device than the handle's.
+    pub fn import_ipc(&self, handle: &IpcHandle) -> Result<Buffer> {
+        Buffer::import_ipc(self, handle)
     }
 
     /// A device buffer holding a copy of `data`.

@@ -68,7 +68,9 @@ mod sequence;
 
 pub use vyre_cuda_sys as sys;
 
-pub use buffer::{Buffer, BufferCopy, BufferInfo, BufferRange, DownloadRange, UploadRange};
+pub use buffer::{
+    Buffer, BufferCopy, BufferInfo, BufferRange, DownloadRange, IpcHandle, UploadRange,
+};
 pub use context::{
     device_can_access_peer, device_count, device_info, Context, ContextOptions, DeviceInfo,
     Telemetry,
