@@ -137,22 +137,34 @@ TEST_F(CopyTest, TwoContextsOfOneDeviceCopyDeviceToDeviceInOrder) {
   EXPECT_VYRE_OK(vyre_context_destroy(other));
 }
 
-// How two contexts are ordered: an asynchronous copy makes the destination's
-// stream wait for the source's earlier work and the source's for the copy
-// (two waits); a synchronous one whose source is idle needs neither (its
-// source's later work follows the copy, which completed before it returned).
+// How two contexts are ordered: a copy whose source still has work (the
+// fake's hold keeps every stream busy) makes the destination's stream wait
+// for it; one whose source is idle (a stream query says so) does not. An
+// asynchronous copy also makes the source's stream wait for the copy (its
+// later work may overwrite the range read); a synchronous one needs no such
+// wait (the copy completed before it returned).
 TEST_F(CopyTest, TwoContextsAreOrderedByEventsBothWays) {
   vyre_context other = MakeContext();
   vyre_buffer src = MakeBuffer(context_, 256);
   vyre_buffer dst = MakeBuffer(other, 256);
   vyre_buffer_copy_desc desc = CopyDesc(src, 0, dst, 0, 256);
-  fake_cuda_stats before = FakeCuda::Stats();
   vyre_pending pending{0};
-  ASSERT_VYRE_OK(vyre_buffer_copy_async(&desc, &pending));
+  fake_cuda_stats before = FakeCuda::Stats();
+  {
+    ScopedHold busy;
+    ASSERT_VYRE_OK(vyre_buffer_copy_async(&desc, &pending));
+  }
   fake_cuda_stats after = FakeCuda::Stats();
-  EXPECT_EQ(after.stream_waits - before.stream_waits, 2u);
+  EXPECT_EQ(after.stream_waits - before.stream_waits, 2u) << "a busy source: both ways";
   EXPECT_NE(after.last_wait_stream, after.last_wait_event_stream)
       << "the last wait joins the two contexts' streams";
+  EXPECT_VYRE_OK(vyre_pending_wait(pending, VYRE_WAIT_FOREVER));
+  EXPECT_VYRE_OK(vyre_pending_release(pending));
+  before = FakeCuda::Stats();
+  ASSERT_VYRE_OK(vyre_buffer_copy_async(&desc, &pending));
+  after = FakeCuda::Stats();
+  EXPECT_EQ(after.stream_waits - before.stream_waits, 1u)
+      << "an idle source: only its later work waits for the copy";
   EXPECT_VYRE_OK(vyre_pending_wait(pending, VYRE_WAIT_FOREVER));
   EXPECT_VYRE_OK(vyre_pending_release(pending));
   before = FakeCuda::Stats();

@@ -58,7 +58,7 @@ class PendingCopy final : public PendingWork {
   absl::Status EnqueueDirect(bool peer, const char* what);
   // Through pinned host memory, piece by piece.
   absl::Status EnqueueStaged(const char* what);
-  // Synchronous copies only: true when the source's stream has no work left,
+  // True when the source's stream has no work left,
   // so the copy need not wait for it.
   absl::StatusOr<bool> SourceIdle(const char* what);
   // Records `event` (of `recorder`'s context, acquired here) on recorder's
