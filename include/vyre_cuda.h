@@ -992,6 +992,20 @@ VYRE_API vyre_status vyre_graph_replay_async(vyre_graph graph,
                                              const vyre_graph_replay_desc* desc,
                                              vyre_pending* out);
 
+/** Replays a graph ordered on a caller's CUDA stream, as
+ *  vyre_graph_replay_async does otherwise (same `desc`, same pending):
+ *  the graph starts after the work already enqueued on `cu_stream` (and the
+ *  context's own earlier work), and work enqueued on `cu_stream` after this
+ *  call starts after the graph. `cu_stream` is a CUstream of the context's
+ *  device, 1 (CU_STREAM_LEGACY) or 2 (CU_STREAM_PER_THREAD); 0 is refused
+ *  with INVALID_ARGUMENT (see vyre_context_wait_stream). Nothing blocks the
+ *  host: the graph runs on the context's stream, joined to `cu_stream` by an
+ *  event each way. A graph with HOST bindings writes its host outputs at
+ *  vyre_pending_wait, as for vyre_graph_replay_async; its device work is
+ *  ordered on the stream all the same. */
+VYRE_API vyre_status vyre_graph_launch(vyre_graph graph, const vyre_graph_replay_desc* desc,
+                                       uint64_t cu_stream, vyre_pending* out);
+
 /** Destroys a graph; its handle is stale at once. A replay in flight keeps
  *  the graph's memory until it completes. */
 VYRE_API vyre_status vyre_graph_destroy(vyre_graph graph);

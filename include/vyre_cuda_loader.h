@@ -82,6 +82,7 @@ extern "C" {
   X(vyre_status, vyre_graph_record, (vyre_program program, const vyre_dispatch_desc* desc, vyre_graph* out)) \
   X(vyre_status, vyre_graph_replay, (vyre_graph graph, const vyre_graph_replay_desc* desc, vyre_timing* out_timing)) \
   X(vyre_status, vyre_graph_replay_async, (vyre_graph graph, const vyre_graph_replay_desc* desc, vyre_pending* out)) \
+  X(vyre_status, vyre_graph_launch, (vyre_graph graph, const vyre_graph_replay_desc* desc, uint64_t cu_stream, vyre_pending* out)) \
   X(vyre_status, vyre_graph_destroy, (vyre_graph graph)) \
   X(vyre_status, vyre_graph_info_get, (vyre_graph graph, vyre_graph_info* out)) \
   X(vyre_status, vyre_graph_node_kind_get, (vyre_graph graph, uint64_t node_index, vyre_graph_node_kind* out)) \

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "api/api_call.h"
+#include "api/foreign_stream.h"
 #include "api/register_handle.h"
 #include "base/struct_size.h"
 #include "driver/device_faults.h"
@@ -165,23 +166,6 @@ VYRE_API vyre_status vyre_context_trim(vyre_context context) {
 
 }  // extern "C"
 
-namespace {
-
-// The CUstream of vyre_context_wait_stream / _signal_stream: any non-zero
-// value (1 and 2 are CUDA's legacy and per-thread default streams).
-absl::Status CheckForeignStream(const char* what, uint64_t cu_stream) {
-  if (cu_stream != 0) return absl::OkStatus();
-  return Errorf(VYRE_STATUS_INVALID_ARGUMENT,
-                "%s: cu_stream is 0, which is ambiguous (the legacy or the per-thread default "
-                "stream, depending on how the other code was compiled). Fix: pass 1 for the "
-                "legacy default stream (CU_STREAM_LEGACY; the CUDA array interface and DLPack "
-                "use 1 for it), 2 for the per-thread default stream (CU_STREAM_PER_THREAD), or "
-                "the CUstream itself (e.g. a CuPy or PyTorch stream's ptr/cuda_stream).",
-                what);
-}
-
-}  // namespace
-
 extern "C" {
 
 VYRE_API vyre_status vyre_context_wait_stream(vyre_context context, uint64_t cu_stream) {
@@ -189,7 +173,7 @@ VYRE_API vyre_status vyre_context_wait_stream(vyre_context context, uint64_t cu_
   return vyre::ApiCall(what, [&]() -> absl::Status {
     VYRE_ASSIGN_OR_RETURN(std::shared_ptr<vyre::Context> ctx,
                           vyre::Contexts().Lookup(context.bits, what));
-    VYRE_RETURN_IF_ERROR(CheckForeignStream(what, cu_stream));
+    VYRE_RETURN_IF_ERROR(vyre::CheckForeignStream(what, cu_stream));
     return ctx->WaitForStream(reinterpret_cast<CUstream>(cu_stream), what);
   });
 }
@@ -199,7 +183,7 @@ VYRE_API vyre_status vyre_context_signal_stream(vyre_context context, uint64_t c
   return vyre::ApiCall(what, [&]() -> absl::Status {
     VYRE_ASSIGN_OR_RETURN(std::shared_ptr<vyre::Context> ctx,
                           vyre::Contexts().Lookup(context.bits, what));
-    VYRE_RETURN_IF_ERROR(CheckForeignStream(what, cu_stream));
+    VYRE_RETURN_IF_ERROR(vyre::CheckForeignStream(what, cu_stream));
     return ctx->SignalStream(reinterpret_cast<CUstream>(cu_stream), what);
   });
 }

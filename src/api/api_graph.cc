@@ -1,5 +1,6 @@
 // Graphs and sequences.
 #include "api/api_call.h"
+#include "api/foreign_stream.h"
 #include "api/register_handle.h"
 #include "base/struct_size.h"
 #include "driver/release_report.h"
@@ -22,6 +23,38 @@ absl::Status ReadReplayDesc(const char* what, const vyre_graph_replay_desc* desc
     return absl::OkStatus();
   }
   return ReadDescriptor(what, "vyre_graph_replay_desc", desc, out);
+}
+
+// An asynchronous replay; with `cu_stream`, ordered after that stream's
+// earlier work and before its later work (an event each way: the replay
+// itself runs on the context's stream, where the library tracks it).
+absl::Status ReplayAsync(vyre_graph graph, const vyre_graph_replay_desc* desc, CUstream cu_stream,
+                         vyre_pending* out, const char* what) {
+  VYRE_RETURN_IF_ERROR(RequireOut(what, out, "out"));
+  out->bits = 0;
+  VYRE_ASSIGN_OR_RETURN(std::shared_ptr<Graph> g, Graphs().Lookup(graph.bits, what));
+  vyre_graph_replay_desc d;
+  VYRE_RETURN_IF_ERROR(ReadReplayDesc(what, desc, &d));
+  std::shared_ptr<Context> ctx = g->context_ref();
+  if (cu_stream != nullptr) VYRE_RETURN_IF_ERROR(ctx->WaitForStream(cu_stream, what));
+  std::shared_ptr<GraphReplay> replay = g->recycled_replays().Take();
+  if (replay) {
+    replay->Attach(std::move(g));
+  } else {
+    replay = std::make_shared<GraphReplay>(std::move(g), /*synchronous=*/false);
+  }
+  VYRE_RETURN_IF_ERROR(replay->Enqueue(d, /*host_timing=*/true, what));
+  if (cu_stream != nullptr) {
+    // Refused here, the replay is still enqueued and tracked: release it
+    // (which waits for it) so the caller gets the error with no handle.
+    absl::Status signalled = ctx->SignalStream(cu_stream, what);
+    if (!signalled.ok()) {
+      replay->Abandon(what).IgnoreError();
+      return signalled;
+    }
+  }
+  VYRE_ASSIGN_OR_RETURN(out->bits, Register(Pendings(), std::move(replay), ctx.get(), what));
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -75,22 +108,16 @@ VYRE_API vyre_status vyre_graph_replay_async(vyre_graph graph,
                                              vyre_pending* out) {
   const char* what = "vyre_graph_replay_async";
   return vyre::ApiCall(what, [&]() -> absl::Status {
-    VYRE_RETURN_IF_ERROR(vyre::RequireOut(what, out, "out"));
-    out->bits = 0;
-    VYRE_ASSIGN_OR_RETURN(std::shared_ptr<vyre::Graph> g, vyre::Graphs().Lookup(graph.bits, what));
-    vyre_graph_replay_desc d;
-    VYRE_RETURN_IF_ERROR(vyre::ReadReplayDesc(what, desc, &d));
-    std::shared_ptr<vyre::Context> ctx = g->context_ref();
-    std::shared_ptr<vyre::GraphReplay> replay = g->recycled_replays().Take();
-    if (replay) {
-      replay->Attach(std::move(g));
-    } else {
-      replay = std::make_shared<vyre::GraphReplay>(std::move(g), /*synchronous=*/false);
-    }
-    VYRE_RETURN_IF_ERROR(replay->Enqueue(d, /*host_timing=*/true, what));
-    VYRE_ASSIGN_OR_RETURN(out->bits,
-                          vyre::Register(vyre::Pendings(), std::move(replay), ctx.get(), what));
-    return absl::OkStatus();
+    return vyre::ReplayAsync(graph, desc, /*cu_stream=*/nullptr, out, what);
+  });
+}
+
+VYRE_API vyre_status vyre_graph_launch(vyre_graph graph, const vyre_graph_replay_desc* desc,
+                                       uint64_t cu_stream, vyre_pending* out) {
+  const char* what = "vyre_graph_launch";
+  return vyre::ApiCall(what, [&]() -> absl::Status {
+    VYRE_RETURN_IF_ERROR(vyre::CheckForeignStream(what, cu_stream));
+    return vyre::ReplayAsync(graph, desc, reinterpret_cast<CUstream>(cu_stream), out, what);
   });
 }
 

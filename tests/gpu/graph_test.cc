@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "gpu_test_env.h"
+#include "raw_driver.h"
 
 namespace vyre_test {
 namespace {
@@ -865,6 +866,55 @@ TEST_F(GraphTest, OtherHostBytesAreShapeMismatch) {
 // A resident graph rebound to other buffers (and to ranges inside larger
 // ones) writes there, keeps the new ranges for later replays, and leaves the
 // old buffers alone.
+// vyre_graph_launch on a stream of other CUDA code: ~2 ms of memsets, then a
+// memset of input a, are enqueued on the caller's stream before the launch,
+// and the read-back of out after it, on the same stream; the stream is
+// synchronised, not the pending. A graph not ordered after the stream reads
+// the old a; a read-back not ordered after the graph reads the poison.
+TEST_F(GraphTest, LaunchOnACallersStreamIsOrderedBothWays) {
+  RawPrimaryContext raw(static_cast<int>(device().ordinal));
+  ASSERT_TRUE(raw.ok()) << raw.error();
+  const RawDriver& cu = raw.api();
+  CUstream stream = nullptr;
+  ASSERT_EQ(cu.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+  CUdeviceptr scratch = 0;
+  const size_t scratch_words = size_t{64} << 20;  // 256 MiB
+  ASSERT_EQ(cu.cuMemAlloc(&scratch, scratch_words * 4), CUDA_SUCCESS);
+  ProgramHandle program;
+  ASSERT_NO_FATAL_FAILURE(CreateAddProgram(&program));
+  const size_t n = 1 << 20;
+  ResidentAdd add(context(), n);
+  ASSERT_TRUE(add.Allocate());
+  const vyre_dispatch_desc record = add.Dispatch();
+  GraphHandle graph;
+  ASSERT_VYRE_OK(vyre_graph_record(program.get(), &record, graph.out()));
+  vyre_buffer_info a_info = VYRE_BUFFER_INFO_INIT, out_info = VYRE_BUFFER_INFO_INIT;
+  ASSERT_VYRE_OK(vyre_buffer_info_get(add.a(), &a_info));
+  ASSERT_VYRE_OK(vyre_buffer_info_get(add.out(), &out_info));
+  for (uint32_t round = 0; round < 3; ++round) {
+    SCOPED_TRACE(round);
+    ASSERT_TRUE(add.Refill(rng()));
+    const uint32_t a_value = 0x01010101u * (round + 3);
+    for (int k = 0; k < 8; ++k) {
+      ASSERT_EQ(cu.cuMemsetD32Async(scratch, k, scratch_words, stream), CUDA_SUCCESS);
+    }
+    ASSERT_EQ(cu.cuMemsetD32Async(a_info.device_pointer, a_value, n, stream), CUDA_SUCCESS);
+    vyre_pending pending{0};
+    ASSERT_VYRE_OK(vyre_graph_launch(graph.get(), nullptr, reinterpret_cast<uint64_t>(stream),
+                                     &pending));
+    std::vector<uint32_t> out(n, 0);
+    ASSERT_EQ(cu.cuMemcpyDtoHAsync(out.data(), out_info.device_pointer, n * 4, stream),
+              CUDA_SUCCESS);
+    ASSERT_EQ(cu.cuStreamSynchronize(stream), CUDA_SUCCESS);
+    EXPECT_TRUE(AllElementsEqual(out, [&](size_t i) { return a_value + add.b_values()[i]; },
+                                 "out read back on the caller's stream"));
+    ASSERT_VYRE_OK(vyre_pending_wait(pending, VYRE_WAIT_FOREVER));
+    ASSERT_VYRE_OK(vyre_pending_release(pending));
+  }
+  EXPECT_EQ(cu.cuMemFree(scratch), CUDA_SUCCESS);
+  EXPECT_EQ(cu.cuStreamDestroy(stream), CUDA_SUCCESS);
+}
+
 TEST_F(GraphTest, ResidentGraphRebindsToOtherBuffers) {
   ProgramHandle program;
   ASSERT_NO_FATAL_FAILURE(CreateAddProgram(&program));

@@ -208,6 +208,11 @@ std::vector<HandleCall> GraphHandleCalls() {
       {"vyre_graph_replay", K::kGraph, [](uint64_t bits) { return ReplayHostAdd(bits, false); }},
       {"vyre_graph_replay_async", K::kGraph,
        [](uint64_t bits) { return ReplayHostAdd(bits, true); }},
+      {"vyre_graph_launch", K::kGraph,
+       [](uint64_t bits) {
+         vyre_pending pending{0};
+         return vyre_graph_launch(vyre_graph{bits}, nullptr, 1, &pending);
+       }},
       {"vyre_graph_destroy", K::kGraph,
        [](uint64_t bits) { return vyre_graph_destroy(vyre_graph{bits}); }},
       {"vyre_graph_info_get", K::kGraph,

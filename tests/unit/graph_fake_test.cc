@@ -1727,6 +1727,69 @@ TEST_F(GraphResultsTest, ResidentGraphRebinding) {
   EXPECT_VYRE_OK(vyre_program_destroy(add));
 }
 
+// vyre_graph_launch: a replay joined to a caller's stream, an event each
+// way (the fake counts the stream waits and names the last one's streams).
+TEST_F(GraphResultsTest, LaunchOnACallersStreamIsOrderedBothWays) {
+  vyre_program add = MakeProgram(context_, AddSpec());
+  const size_t n = 1000;
+  ResidentAdd first(context_, n, 11), second(context_, n, 12);
+  vyre_graph graph = Record(add, first.Dispatch(n));
+  for (uint64_t stream : {uint64_t{1}, uint64_t{2}}) {
+    SCOPED_TRACE(stream == 1 ? "legacy stream" : "per-thread stream");
+    ASSERT_VYRE_OK(vyre_buffer_upload(second.buf_out, 0,
+                                      std::vector<uint32_t>(n, kPoison).data(), n * 4));
+    const fake_cuda_stats before = FakeCuda::Stats();
+    vyre_pending pending{0};
+    const ReplaySpec spec = second.Rebind();
+    vyre_graph_replay_desc desc = spec.Desc();
+    ASSERT_VYRE_OK(vyre_graph_launch(graph, &desc, stream, &pending));
+    const fake_cuda_stats after = FakeCuda::Stats();
+    EXPECT_EQ(after.stream_waits - before.stream_waits, 2u)
+        << "the context waits on the caller's stream and the stream on the context";
+    EXPECT_EQ(after.last_wait_stream, stream) << "the caller's stream waits last";
+    EXPECT_EQ(after.graph_launches - before.graph_launches, 1u);
+    ASSERT_VYRE_OK(vyre_pending_wait(pending, VYRE_WAIT_FOREVER));
+    EXPECT_VYRE_OK(vyre_pending_release(pending));
+    EXPECT_TRUE(SameU32(DownloadU32(second.buf_out, n), second.Expected()));
+  }
+  // Refusals: stream 0, out NULL, a destroyed graph; no handle is made.
+  vyre_pending pending{7};
+  EXPECT_API_ERROR(vyre_graph_launch(graph, nullptr, 0, &pending), VYRE_STATUS_INVALID_ARGUMENT,
+                   "vyre_graph_launch");
+  EXPECT_NE(LastErrorMessage().find("cu_stream is 0"), std::string::npos);
+  EXPECT_API_ERROR(vyre_graph_launch(graph, nullptr, 1, nullptr), VYRE_STATUS_INVALID_ARGUMENT,
+                   "vyre_graph_launch");
+  EXPECT_VYRE_OK(vyre_graph_destroy(graph));
+  EXPECT_API_ERROR(vyre_graph_launch(graph, nullptr, 1, &pending), VYRE_STATUS_STALE_HANDLE,
+                   "vyre_graph_launch");
+  EXPECT_EQ(pending.bits, 0u);
+  EXPECT_EQ(Telemetry(context_).live_pendings, 0u);
+  first.Free();
+  second.Free();
+  EXPECT_VYRE_OK(vyre_program_destroy(add));
+}
+
+// A graph with HOST bindings launched on a stream: its outputs are written at
+// the wait, as for vyre_graph_replay_async.
+TEST_F(GraphResultsTest, LaunchOfAHostGraphWritesOutputsAtTheWait) {
+  vyre_program add = MakeProgram(context_, AddSpec());
+  const size_t n = 777;
+  HostAdd host(n, 31);
+  vyre_graph graph = Record(add, host.Dispatch());
+  for (uint32_t round = 0; round < 3; ++round) {
+    host.Fresh(40 + round);
+    ReplaySpec spec = host.Replay();
+    vyre_graph_replay_desc desc = spec.Desc();
+    vyre_pending pending{0};
+    ASSERT_VYRE_OK(vyre_graph_launch(graph, &desc, 1, &pending));
+    ASSERT_VYRE_OK(vyre_pending_wait(pending, VYRE_WAIT_FOREVER));
+    EXPECT_TRUE(SameU32(host.out, host.Expected()));
+    EXPECT_VYRE_OK(vyre_pending_release(pending));
+  }
+  EXPECT_VYRE_OK(vyre_graph_destroy(graph));
+  EXPECT_VYRE_OK(vyre_program_destroy(add));
+}
+
 TEST_F(GraphResultsTest, ParameterWordsAndScalarsChangeAtReplay) {
   // Parameter words: n of a resident inc graph.
   vyre_program inc = MakeProgram(context_, IncSpec());
