@@ -1037,15 +1037,73 @@ typedef enum vyre_graph_node_kind {
   VYRE_GRAPH_NODE_KERNEL = 1,
   VYRE_GRAPH_NODE_MEMCPY = 2,
   VYRE_GRAPH_NODE_MEMSET = 3,
-  /** Any other CUDA graph node type (none are recorded by this library). */
+  /** A CUDA graph node type with no kind of its own below. */
   VYRE_GRAPH_NODE_OTHER = 4,
+  /** Node types the library does not record itself, for graphs that hold
+   *  other CUDA code's work (reported as the driver names them). */
+  VYRE_GRAPH_NODE_HOST = 5,
+  VYRE_GRAPH_NODE_CHILD_GRAPH = 6,
+  VYRE_GRAPH_NODE_EMPTY = 7,
+  VYRE_GRAPH_NODE_EVENT_RECORD = 8,
+  VYRE_GRAPH_NODE_EVENT_WAIT = 9,
+  VYRE_GRAPH_NODE_CONDITIONAL = 10,
+  VYRE_GRAPH_NODE_MEM_ALLOC = 11,
+  VYRE_GRAPH_NODE_MEM_FREE = 12,
   VYRE_GRAPH_NODE_KIND_FORCE32 = 0x7FFFFFFF
 } vyre_graph_node_kind;
+
+/** Kernel arguments vyre_graph_node_info reports (the first ones). */
+#define VYRE_GRAPH_NODE_MAX_ARGUMENTS 16
+
+typedef struct vyre_graph_node_info {
+  uint32_t struct_size;
+  vyre_graph_node_kind kind;
+  /** For interop: the node (a CUgraphNode of the CUgraph the library
+   *  instantiated) and the executable graph (CUgraphExec) as integers,
+   *  valid until vyre_graph_destroy. The library keeps changing the
+   *  executable graph's nodes at replays (rebinding, counts, scalars); a
+   *  caller that changes them through the driver takes over keeping them
+   *  consistent (the next replay may overwrite what it set). */
+  uint64_t cu_graph_node;
+  uint64_t cu_graph_exec;
+  /** KERNEL: what the next replay launches: the CUfunction, grid, block,
+   *  dynamic shared memory, and the arguments, one 8-byte slot per kernel
+   *  parameter in order (a pointer, a 64-bit scalar, or a 32-bit scalar in
+   *  the low half), the first VYRE_GRAPH_NODE_MAX_ARGUMENTS of
+   *  argument_count. Zero for other kinds. */
+  uint64_t cu_function;
+  uint32_t grid[3];
+  uint32_t block[3];
+  uint32_t shared_memory_bytes;
+  uint32_t argument_count;
+  uint64_t arguments[VYRE_GRAPH_NODE_MAX_ARGUMENTS];
+  /** MEMSET: destination address, value, element size in bytes (1, 2 or 4),
+   *  width in elements, height in rows, pitch in bytes (as
+   *  CUDA_MEMSET_NODE_PARAMS), with the destination the next replay uses.
+   *  Zero for other kinds. */
+  uint64_t memset_dst;
+  uint32_t memset_value;
+  uint32_t memset_element_size;
+  uint64_t memset_width;
+  uint64_t memset_height;
+  uint64_t memset_pitch;
+} vyre_graph_node_info;
+#define VYRE_GRAPH_NODE_INFO_INIT                                                           \
+  {sizeof(vyre_graph_node_info), (vyre_graph_node_kind)0, 0, 0, 0, {0, 0, 0}, {0, 0, 0}, 0, 0, \
+   {0}, 0, 0, 0, 0, 0, 0}
 
 /** The kind of node `node_index` (0 .. node_count-1) of the full graph.
  *  Nodes are numbered in the order their work runs. */
 VYRE_API vyre_status vyre_graph_node_kind_get(vyre_graph graph, uint64_t node_index,
                                               vyre_graph_node_kind* out);
+
+/** Describes node `node_index` (0 .. node_count-1, numbered as for
+ *  vyre_graph_node_kind_get) of the full graph: its kind, raw handles, and
+ *  a kernel's or memset's parameters as the next replay uses them.
+ *  out->struct_size must be set (VYRE_GRAPH_NODE_INFO_INIT). An index past
+ *  the end is OUT_OF_RANGE. */
+VYRE_API vyre_status vyre_graph_node_info_get(vyre_graph graph, uint64_t node_index,
+                                              vyre_graph_node_info* out);
 
 enum {
   /** Set the node's grid from vyre_kernel_node_update.grid. */

@@ -86,6 +86,7 @@ extern "C" {
   X(vyre_status, vyre_graph_destroy, (vyre_graph graph)) \
   X(vyre_status, vyre_graph_info_get, (vyre_graph graph, vyre_graph_info* out)) \
   X(vyre_status, vyre_graph_node_kind_get, (vyre_graph graph, uint64_t node_index, vyre_graph_node_kind* out)) \
+  X(vyre_status, vyre_graph_node_info_get, (vyre_graph graph, uint64_t node_index, vyre_graph_node_info* out)) \
   X(vyre_status, vyre_graph_kernel_node_update, (vyre_graph graph, uint64_t node_index, const vyre_kernel_node_update* update)) \
   X(vyre_status, vyre_sequence_create, (vyre_context context, const vyre_sequence_desc* desc, vyre_sequence* out)) \
   X(vyre_status, vyre_sequence_run, (vyre_sequence sequence, vyre_timing* out_timing)) \

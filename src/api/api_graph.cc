@@ -156,6 +156,17 @@ VYRE_API vyre_status vyre_graph_node_kind_get(vyre_graph graph, uint64_t node_in
   });
 }
 
+VYRE_API vyre_status vyre_graph_node_info_get(vyre_graph graph, uint64_t node_index,
+                                              vyre_graph_node_info* out) {
+  const char* what = "vyre_graph_node_info_get";
+  return vyre::ApiCall(what, [&]() -> absl::Status {
+    VYRE_ASSIGN_OR_RETURN(std::shared_ptr<vyre::Graph> g, vyre::Graphs().Lookup(graph.bits, what));
+    VYRE_RETURN_IF_ERROR(vyre::CheckOutStruct(what, "vyre_graph_node_info", out));
+    VYRE_ASSIGN_OR_RETURN(vyre_graph_node_info info, g->NodeInfo(node_index, what));
+    return vyre::WriteOutStruct(what, "vyre_graph_node_info", out, info);
+  });
+}
+
 VYRE_API vyre_status vyre_graph_kernel_node_update(vyre_graph graph, uint64_t node_index,
                                                    const vyre_kernel_node_update* update) {
   const char* what = "vyre_graph_kernel_node_update";

@@ -89,6 +89,51 @@ absl::StatusOr<vyre_graph_node_kind> Graph::NodeKind(uint64_t index, const char*
   return full_.ops[index].kind;
 }
 
+absl::StatusOr<vyre_graph_node_info> Graph::NodeInfo(uint64_t index, const char* what) {
+  VYRE_ASSIGN_OR_RETURN(vyre_graph_node_kind kind, NodeKind(index, what));
+  std::lock_guard lock(mu_);
+  vyre_graph_node_info info{};
+  info.struct_size = sizeof(info);
+  info.kind = kind;
+  info.cu_graph_node = reinterpret_cast<uint64_t>(full_.nodes[index]);
+  info.cu_graph_exec = reinterpret_cast<uint64_t>(full_.exec.get());
+  const RecordedOp& op = full_.ops[index];
+  if (kind == VYRE_GRAPH_NODE_KERNEL) {
+    // The recorded op is kept current by every replay's node updates (the
+    // driver has no call that reads an executable graph's node back).
+    info.cu_function = reinterpret_cast<uint64_t>(op.program->function());
+    for (int d = 0; d < 3; ++d) {
+      info.grid[d] = op.shape.grid[d];
+      info.block[d] = op.shape.block[d];
+    }
+    info.shared_memory_bytes = op.shape.shared_bytes;
+    info.argument_count = static_cast<uint32_t>(op.values.size());
+    for (size_t i = 0; i < op.values.size() && i < VYRE_GRAPH_NODE_MAX_ARGUMENTS; ++i) {
+      info.arguments[i] = op.values[i];
+    }
+  } else if (kind == VYRE_GRAPH_NODE_MEMSET) {
+    // Value, element size and shape as captured; the destination as the
+    // next replay zeroes it (rebinding moves an OUTPUT binding's memset).
+    driver::ScopedContext bind(context_->cu());
+    VYRE_RETURN_IF_ERROR(bind.status(what));
+    CUDA_MEMSET_NODE_PARAMS params{};
+    VYRE_CU(what, cuGraphMemsetNodeGetParams, full_.nodes[index], &params);
+    info.memset_dst = params.dst;
+    info.memset_value = params.value;
+    info.memset_element_size = params.elementSize;
+    info.memset_width = params.width;
+    info.memset_height = params.height;
+    info.memset_pitch = params.pitch;
+    for (const Binding& b : bindings_) {
+      if (b.memset_node == static_cast<int>(index)) {
+        info.memset_dst = b.Pointer(device_.device());
+        info.memset_width = b.bytes;
+      }
+    }
+  }
+  return info;
+}
+
 absl::Status Graph::SetKernelNode(size_t index, const RecordedOp& op, const char* what) {
   KernelValues values = op.values;
   KernelArgs args;

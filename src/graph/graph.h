@@ -83,6 +83,7 @@ class Graph {
 
   vyre_graph_info Info();
   absl::StatusOr<vyre_graph_node_kind> NodeKind(uint64_t index, const char* what);
+  absl::StatusOr<vyre_graph_node_info> NodeInfo(uint64_t index, const char* what);
   absl::Status UpdateKernelNode(uint64_t index, const vyre_kernel_node_update& update,
                                 const char* what);
 

@@ -28,7 +28,7 @@ static const any_fn kFunctions[] = {
     (any_fn)vyre_dispatch,         (any_fn)vyre_dispatch_async,
     (any_fn)vyre_pending_poll,     (any_fn)vyre_pending_wait,
     (any_fn)vyre_pending_timing,   (any_fn)vyre_pending_release,
-    (any_fn)vyre_graph_launch,    (any_fn)vyre_graph_record,     (any_fn)vyre_graph_replay,
+    (any_fn)vyre_graph_launch,    (any_fn)vyre_graph_node_info_get,    (any_fn)vyre_graph_record,     (any_fn)vyre_graph_replay,
     (any_fn)vyre_graph_replay_async, (any_fn)vyre_graph_destroy,
     (any_fn)vyre_graph_info_get,   (any_fn)vyre_graph_node_kind_get,
     (any_fn)vyre_graph_kernel_node_update,

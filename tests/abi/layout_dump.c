@@ -100,6 +100,23 @@ int main(void) {
   FIELD(vyre_buffer_wrap_desc, device_pointer);
   FIELD(vyre_buffer_wrap_desc, bytes);
 
+  STRUCT(vyre_graph_node_info);
+  FIELD(vyre_graph_node_info, struct_size);
+  FIELD(vyre_graph_node_info, kind);
+  FIELD(vyre_graph_node_info, cu_graph_node);
+  FIELD(vyre_graph_node_info, cu_graph_exec);
+  FIELD(vyre_graph_node_info, cu_function);
+  FIELD(vyre_graph_node_info, grid);
+  FIELD(vyre_graph_node_info, block);
+  FIELD(vyre_graph_node_info, shared_memory_bytes);
+  FIELD(vyre_graph_node_info, argument_count);
+  FIELD(vyre_graph_node_info, arguments);
+  FIELD(vyre_graph_node_info, memset_dst);
+  FIELD(vyre_graph_node_info, memset_value);
+  FIELD(vyre_graph_node_info, memset_element_size);
+  FIELD(vyre_graph_node_info, memset_width);
+  FIELD(vyre_graph_node_info, memset_height);
+  FIELD(vyre_graph_node_info, memset_pitch);
   STRUCT(vyre_ipc_handle);
   FIELD(vyre_ipc_handle, bytes);
   STRUCT(vyre_buffer_copy_desc);

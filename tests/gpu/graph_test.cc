@@ -915,6 +915,49 @@ TEST_F(GraphTest, LaunchOnACallersStreamIsOrderedBothWays) {
   EXPECT_EQ(cu.cuStreamDestroy(stream), CUDA_SUCCESS);
 }
 
+// vyre_graph_node_info_get on a real driver: the memset's destination and
+// the kernel's pointer arguments follow a rebinding replay, whose results are
+// checked; the raw handles are the driver's.
+TEST_F(GraphTest, NodeInfoFollowsRebinding) {
+  ProgramHandle program;
+  ASSERT_NO_FATAL_FAILURE(CreateAddProgram(&program));
+  const size_t n = 4099;
+  ResidentAdd first(context(), n), second(context(), n);
+  ASSERT_TRUE(first.Allocate());
+  ASSERT_TRUE(second.Allocate());
+  ASSERT_TRUE(first.Refill(rng()));
+  ASSERT_TRUE(second.Refill(rng()));
+  const vyre_dispatch_desc record = first.Dispatch();
+  GraphHandle graph;
+  ASSERT_VYRE_OK(vyre_graph_record(program.get(), &record, graph.out()));
+  auto pointer = [](vyre_buffer b) {
+    vyre_buffer_info info = VYRE_BUFFER_INFO_INIT;
+    EXPECT_VYRE_OK(vyre_buffer_info_get(b, &info));
+    return info.device_pointer;
+  };
+  for (ResidentAdd* bound : {&first, &second}) {
+    if (bound == &second) {
+      const vyre_graph_replay_desc desc = ReplayDesc(second.bindings());
+      ASSERT_VYRE_OK(vyre_graph_replay(graph.get(), &desc, nullptr));
+      EXPECT_TRUE(second.Check("rebound replay"));
+    }
+    vyre_graph_node_info set = VYRE_GRAPH_NODE_INFO_INIT, kernel = VYRE_GRAPH_NODE_INFO_INIT;
+    ASSERT_VYRE_OK(vyre_graph_node_info_get(graph.get(), 0, &set));
+    ASSERT_VYRE_OK(vyre_graph_node_info_get(graph.get(), 1, &kernel));
+    EXPECT_EQ(set.kind, VYRE_GRAPH_NODE_MEMSET);
+    EXPECT_EQ(set.memset_dst, pointer(bound->out()));
+    EXPECT_EQ(set.memset_width, n * 4);
+    EXPECT_EQ(kernel.kind, VYRE_GRAPH_NODE_KERNEL);
+    EXPECT_NE(kernel.cu_function, 0u);
+    EXPECT_EQ(kernel.arguments[0], pointer(bound->a()));
+    EXPECT_EQ(kernel.arguments[1], pointer(bound->b()));
+    EXPECT_EQ(kernel.arguments[2], pointer(bound->out()));
+    EXPECT_GE(uint64_t{kernel.grid[0]} * kernel.block[0], n);
+    EXPECT_NE(kernel.cu_graph_node, 0u);
+    EXPECT_EQ(kernel.cu_graph_exec, set.cu_graph_exec);
+  }
+}
+
 TEST_F(GraphTest, ResidentGraphRebindsToOtherBuffers) {
   ProgramHandle program;
   ASSERT_NO_FATAL_FAILURE(CreateAddProgram(&program));

@@ -213,6 +213,11 @@ std::vector<HandleCall> GraphHandleCalls() {
          vyre_pending pending{0};
          return vyre_graph_launch(vyre_graph{bits}, nullptr, 1, &pending);
        }},
+      {"vyre_graph_node_info_get", K::kGraph,
+       [](uint64_t bits) {
+         vyre_graph_node_info info = VYRE_GRAPH_NODE_INFO_INIT;
+         return vyre_graph_node_info_get(vyre_graph{bits}, 0, &info);
+       }},
       {"vyre_graph_destroy", K::kGraph,
        [](uint64_t bits) { return vyre_graph_destroy(vyre_graph{bits}); }},
       {"vyre_graph_info_get", K::kGraph,

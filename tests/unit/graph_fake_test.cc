@@ -1975,6 +1975,78 @@ TEST_F(GraphResultsTest, NodeInventory) {
   for (vyre_program p : {add, inc, add_ranged}) EXPECT_VYRE_OK(vyre_program_destroy(p));
 }
 
+uint64_t PointerOf(vyre_buffer buffer) {
+  vyre_buffer_info info = VYRE_BUFFER_INFO_INIT;
+  EXPECT_VYRE_OK(vyre_buffer_info_get(buffer, &info));
+  return info.device_pointer;
+}
+
+// vyre_graph_node_info_get reports what the next replay runs: rebinding moves
+// the memset's destination and the kernel's pointer arguments, a kernel node
+// update its grid; the raw handles are the executable graph's.
+TEST_F(GraphResultsTest, NodeInfoFollowsRebindingAndUpdates) {
+  vyre_program add = MakeProgram(context_, AddSpec());
+  const size_t n = 64;
+  ResidentAdd first(context_, n, 21), second(context_, n, 22);
+  vyre_graph graph = Record(add, first.Dispatch(n));
+  auto check = [&](const ResidentAdd& bound, uint32_t grid_x, const char* when) {
+    SCOPED_TRACE(when);
+    vyre_graph_node_info set = VYRE_GRAPH_NODE_INFO_INIT, kernel = VYRE_GRAPH_NODE_INFO_INIT;
+    ASSERT_VYRE_OK(vyre_graph_node_info_get(graph, 0, &set));
+    ASSERT_VYRE_OK(vyre_graph_node_info_get(graph, 1, &kernel));
+    EXPECT_EQ(set.kind, VYRE_GRAPH_NODE_MEMSET);
+    EXPECT_EQ(set.memset_dst, PointerOf(bound.buf_out));
+    EXPECT_EQ(set.memset_value, 0u);
+    EXPECT_EQ(set.memset_element_size, 1u);
+    EXPECT_EQ(set.memset_width, n * 4);
+    EXPECT_EQ(set.memset_height, 1u);
+    EXPECT_EQ(set.cu_function, 0u) << "kernel fields stay zero for a memset";
+    EXPECT_EQ(kernel.kind, VYRE_GRAPH_NODE_KERNEL);
+    EXPECT_NE(kernel.cu_function, 0u);
+    EXPECT_EQ(kernel.argument_count, 4u) << "a, b, out and the parameter words";
+    EXPECT_EQ(kernel.arguments[0], PointerOf(bound.buf_a));
+    EXPECT_EQ(kernel.arguments[1], PointerOf(bound.buf_b));
+    EXPECT_EQ(kernel.arguments[2], PointerOf(bound.buf_out));
+    EXPECT_NE(kernel.arguments[3], 0u);
+    EXPECT_EQ(kernel.arguments[4], 0u);
+    if (grid_x != 0) EXPECT_EQ(kernel.grid[0], grid_x);
+    EXPECT_GE(uint64_t{kernel.grid[0]} * kernel.block[0], n);
+    EXPECT_EQ(kernel.memset_dst, 0u) << "memset fields stay zero for a kernel";
+    EXPECT_NE(set.cu_graph_node, 0u);
+    EXPECT_NE(set.cu_graph_node, kernel.cu_graph_node);
+    EXPECT_NE(set.cu_graph_exec, 0u);
+    EXPECT_EQ(set.cu_graph_exec, kernel.cu_graph_exec);
+  };
+  check(first, 0, "as recorded");
+  const ReplaySpec rebind = second.Rebind();
+  ASSERT_VYRE_OK(Replay(graph, rebind));
+  EXPECT_TRUE(SameU32(DownloadU32(second.buf_out, n), second.Expected()));
+  check(second, 0, "after rebinding");
+  vyre_kernel_node_update update = VYRE_KERNEL_NODE_UPDATE_INIT;
+  update.flags = VYRE_KERNEL_NODE_UPDATE_GRID;
+  update.grid[0] = 2;
+  update.grid[1] = update.grid[2] = 1;
+  ASSERT_VYRE_OK(vyre_graph_kernel_node_update(graph, 1, &update));
+  check(second, 2, "after a grid update");
+
+  // Refusals.
+  vyre_graph_node_info info = VYRE_GRAPH_NODE_INFO_INIT;
+  EXPECT_API_ERROR(vyre_graph_node_info_get(graph, 2, &info), VYRE_STATUS_OUT_OF_RANGE,
+                   "vyre_graph_node_info_get");
+  EXPECT_API_ERROR(vyre_graph_node_info_get(graph, 0, nullptr), VYRE_STATUS_INVALID_ARGUMENT,
+                   "vyre_graph_node_info_get");
+  info.struct_size = 8;
+  EXPECT_API_ERROR(vyre_graph_node_info_get(graph, 0, &info),
+                   VYRE_STATUS_UNSUPPORTED_STRUCT_SIZE, "vyre_graph_node_info_get");
+  EXPECT_VYRE_OK(vyre_graph_destroy(graph));
+  info.struct_size = sizeof(info);
+  EXPECT_API_ERROR(vyre_graph_node_info_get(graph, 0, &info), VYRE_STATUS_STALE_HANDLE,
+                   "vyre_graph_node_info_get");
+  first.Free();
+  second.Free();
+  EXPECT_VYRE_OK(vyre_program_destroy(add));
+}
+
 TEST_F(GraphResultsTest, KernelNodeUpdatesPersistAcrossReplays) {
   // One-thread blocks: the grid is the number of elements incremented.
   vyre_program inc = MakeProgram(context_, OneThread(IncSpec()));
