@@ -24,6 +24,10 @@ from test_vyre_cuda import (ADD_BINDINGS, ADD_PTX, FAKE_DRIVER, INC_BINDINGS, IN
                             check_sum, fake_stats, gpu_context, random_u32, seeded_rng)
 
 
+# The package's own (setUp records the waits through a wrapper).
+ORIGINAL_WAIT_STREAMS = _program._wait_streams
+
+
 class _DType:
     def __init__(self, name, itemsize):
         self.name, self.itemsize = name, itemsize
@@ -338,6 +342,90 @@ class KnownArrayTest(unittest.TestCase):
                 pending.wait()
                 pending.close()
                 check_sum(self, a, b, dout.download(), f"{label} async")
+
+    def test_the_compiled_call_reads_the_arrays_itself(self):
+        """Without a `stream`, once the wraps are cached, the compiled
+        dispatch reads the arrays, binds the wraps and orders the work after
+        their streams (through _wait_streams) on its own: no Python resolve,
+        the same waits, the right sums, no reference left behind."""
+        if _loader._fast is None:
+            self.skipTest(f"the compiled path is off: {_loader._fast_reason}")
+        import sys
+        n = self.n
+        da, db, dout = (self.ctx.alloc(4 * n) for _ in range(3))
+        ta, tb, tout = FakeTensor(da), FakeTensor(db), FakeCupyArray(dout)
+        resolves = []
+        resolve = _program._resolve_known
+
+        def counted(*args):
+            resolves.append(args)
+            return resolve(*args)
+        _program._resolve_known = counted
+        self.addCleanup(setattr, _program, "_resolve_known", resolve)
+        self.add.dispatch([ta, tb, tout], params=[n])  # the wraps made
+        del resolves[:], self.waits[:]
+        _FakeTorchC.current = vc.STREAM_PER_THREAD
+        counts = [sys.getrefcount(x) for x in (ta, tb, tout)]
+        wraps = dict(self.ctx._wraps)
+        wrap_counts = {k: sys.getrefcount(v) for k, v in wraps.items()}
+        for call in range(4):
+            a, b = random_u32(n, self.rng), random_u32(n, self.rng)
+            da.upload(a)
+            db.upload(b)
+            dout.upload(bytes(4 * n))
+            outs = self.add.dispatch([ta, tb, tout], params=[n])
+            self.assertEqual(list(outs), [None, None, None])
+            self.assertIsNotNone(outs.timing)
+            check_sum(self, a, b, dout.download(), f"call {call}")
+        self.assertEqual(resolves, [], "read in the compiled call")
+        # The torch stand-ins' stream, the CuPy stand-in's (0: legacy), once each.
+        self.assertEqual(self.waits, [[vc.STREAM_PER_THREAD, vc.STREAM_LEGACY]] * 4)
+        self.assertEqual([sys.getrefcount(x) for x in (ta, tb, tout)], counts)
+        self.assertEqual({k: sys.getrefcount(v) for k, v in wraps.items()}, wrap_counts)
+        # The package's own _wait_streams (the compiled call then makes the
+        # context wait itself): the same sums.
+        recording = _program._wait_streams
+        _program._wait_streams = ORIGINAL_WAIT_STREAMS
+        try:
+            for current in (vc.STREAM_PER_THREAD, 0):
+                _FakeTorchC.current = current
+                a, b = random_u32(n, self.rng), random_u32(n, self.rng)
+                da.upload(a)
+                db.upload(b)
+                dout.upload(bytes(4 * n))
+                self.add.dispatch([ta, tb, tout], params=[n])
+                check_sum(self, a, b, dout.download(), f"direct waits, stream {current}")
+        finally:
+            _program._wait_streams = recording
+        self.assertEqual(resolves, [])
+        # A wait that fails: its error, and nothing dispatched.
+        recording = _program._wait_streams
+        _program._wait_streams = lambda context, streams: 1 / 0
+        before = self.ctx.telemetry()["dispatches"]
+        try:
+            with self.assertRaises(ZeroDivisionError):
+                self.add.dispatch([ta, tb, tout], params=[n])
+        finally:
+            _program._wait_streams = recording
+        self.assertEqual(self.ctx.telemetry()["dispatches"], before)
+        # A reader interrupted: the interrupt propagates (only an Exception
+        # sends the array to the generic path).
+        def interrupted(t, device):
+            raise KeyboardInterrupt
+        interrupted.stream = lambda device: 0
+        _interop._readers[FakeCaiTensor] = interrupted
+        try:
+            for label, path in self.paths():
+                with self.subTest(label), path(), self.assertRaises(KeyboardInterrupt):
+                    self.add.dispatch([FakeCaiTensor(da), tb, tout], params=[n])
+        finally:
+            _interop._readers[FakeCaiTensor] = _interop._readers[FakeTensor]
+        # A reader that declines (another device): the generic path, as before.
+        with generic_only():
+            want = outcome(lambda: self.add.dispatch([FakeTensor(da, device=7), tb, tout],
+                                                     params=[n]))
+        self.assertEqual(outcome(lambda: self.add.dispatch([FakeTensor(da, device=7), tb, tout],
+                                                           params=[n])), want)
 
     def test_async_keeps_the_arrays_until_the_wait(self):
         n = self.n

@@ -379,10 +379,13 @@ def _wrap_dlpack(obj: Any, device: Tuple[int, ...], what: str, writable: bool,
 _WRAP_CACHE_LIMIT = 64
 
 # A reader takes an array and the context's device and returns (device
-# pointer, bytes, producer stream) when it can bind in place as is, or None
-# to leave it to the generic path (__dlpack__ / __cuda_array_interface__),
-# which then binds it or raises the error it always has.
-_Reader = Callable[[Any, int], Optional[Tuple[int, int, int]]]
+# pointer, bytes) when it can bind in place as is, or None to leave it to the
+# generic path (__dlpack__ / __cuda_array_interface__), which then binds it
+# or raises the error it always has. Its `stream` attribute, called with the
+# device, gives the producer stream: the current stream of the device (of
+# this thread), the same for every array a call reads, so a call reads it
+# once, not once per array (each read is a call into the library).
+_Reader = Callable[[Any, int], Optional[Tuple[int, int]]]
 _readers: Dict[type, _Reader] = {}
 _plain_types: Dict[type, bool] = {}  # types looked at and not read directly
 
@@ -400,24 +403,35 @@ def _torch_reader(torch: Any) -> _Reader:
         dt = getattr(torch, name, None)
         if dt is not None:
             dtypes.add(dt)
+    dtypes = frozenset(dtypes)
     raw = getattr(getattr(torch, "_C", None), "_cuda_getCurrentRawStream", None)
     if raw is None:
         def raw(index: int) -> int:
             return torch.cuda.current_stream(index).cuda_stream
-    has_nbytes = hasattr(torch.Tensor, "nbytes")
 
-    def read(t: Any, device: int) -> Optional[Tuple[int, int, int]]:
-        if (not t.is_cuda or t.requires_grad or t.layout is not strided
-                or t.dtype not in dtypes or t.is_neg() or not t.is_contiguous()):
+    # Each read below is a call into PyTorch (about as costly as the rest of
+    # the binding's work per array): one expression, every check once, in
+    # an order that declines a CPU tensor at the first read.
+    if hasattr(torch.Tensor, "nbytes"):
+        def read(t: Any, device: int) -> Optional[Tuple[int, int]]:
+            if (t.is_cuda and not t.requires_grad and t.layout is strided
+                    and t.dtype in dtypes and t.get_device() == device and not t.is_neg()
+                    and t.is_contiguous()):
+                nbytes = t.nbytes
+                if nbytes:
+                    return t.data_ptr(), nbytes
             return None
-        index = t.get_device()
-        if index != device:
+    else:
+        def read(t: Any, device: int) -> Optional[Tuple[int, int]]:
+            if (t.is_cuda and not t.requires_grad and t.layout is strided
+                    and t.dtype in dtypes and t.get_device() == device and not t.is_neg()
+                    and t.is_contiguous()):
+                nbytes = t.numel() * t.element_size()
+                if nbytes:
+                    return t.data_ptr(), nbytes
             return None
-        nbytes = t.nbytes if has_nbytes else t.numel() * t.element_size()
-        if not nbytes:
-            return None
-        return t.data_ptr(), nbytes, raw(index)
 
+    read.stream = raw  # type: ignore[attr-defined]
     return read
 
 
@@ -427,7 +441,7 @@ def _cupy_reader(cupy: Any) -> _Reader:
     get_stream = cupy.cuda.get_current_stream
     current_device = cupy.cuda.runtime.getDevice
 
-    def read(a: Any, device: int) -> Optional[Tuple[int, int, int]]:
+    def read(a: Any, device: int) -> Optional[Tuple[int, int]]:
         memory = a.data
         if memory.device_id != device or not a.flags.c_contiguous:
             return None
@@ -436,8 +450,13 @@ def _cupy_reader(cupy: Any) -> _Reader:
             return None
         if current_device() != device:
             return None  # the current stream named is another device's
-        return memory.ptr, nbytes, get_stream().ptr
+        return memory.ptr, nbytes
 
+    def stream(device: int) -> int:
+        # (read() checked the current device is the array's.)
+        return get_stream().ptr
+
+    read.stream = stream  # type: ignore[attr-defined]
     return read
 
 
@@ -498,10 +517,12 @@ def _known_array(entry: Any, reader: _Reader, context: Context, stream: Any,
     if not context._bits:
         return None
     try:
-        got = reader(entry, context.device)
+        device = context.device
+        got = reader(entry, device)
         if got is None:
             return None
-        pointer, nbytes, producer = got
+        pointer, nbytes = got
+        producer = reader.stream(device)  # type: ignore[attr-defined]
         consumer = STREAM_LEGACY if stream is None else _stream_value(stream, "stream")
     except Exception:
         return None

@@ -139,6 +139,11 @@ def _setup_fast(lib: ctypes.CDLL) -> None:
                          for name in _FAST_OPTIONAL if name not in _lib_missing)
         fast.init(addresses, Buffer, BufferRange, array.array, PinnedMemory, Outputs,
                   _check)
+        # PyTorch tensors / CuPy arrays read in the compiled dispatch: the
+        # readers by type, and _program's namespace (for its _wait_streams).
+        from . import _program
+        from ._interop import _readers
+        fast.init_known(_readers, vars(_program))
     except (ImportError, AttributeError, OSError, TypeError, ValueError) as e:
         _fast, _fast_reason = None, f"vyre_cuda._fast unavailable: {e}"
         if os.environ.get("VYRE_CUDA_REQUIRE_FAST") == "1":
