@@ -1281,6 +1281,56 @@ func TestResidentGraphRebindElementCountAndNodeUpdate(t *testing.T) {
 	assertNoMisuse(t)
 }
 
+func TestGraphLaunchOnAStreamAndNodeInfo(t *testing.T) {
+	ctx := testContext(t)
+	add := addProgram(t, ctx)
+	const n = 1000
+	r := newRng(23)
+	a, b := r.u32s(n), r.u32s(n)
+	da, _ := ctx.Upload(vc.AsBytes(a))
+	db, _ := ctx.Upload(vc.AsBytes(b))
+	dout, _ := ctx.Alloc(4 * n)
+	g, err := add.Record(&vc.Dispatch{Args: []vc.Arg{da.Arg(), db.Arg(), dout.Arg()}, Params: []uint32{n}})
+	must(t, err, "Record")
+	for _, stream := range []uint64{vc.StreamLegacy, vc.StreamPerThread} {
+		poison := make([]uint32, n)
+		for i := range poison {
+			poison[i] = 0xA5A5A5A5
+		}
+		must(t, dout.Upload(0, vc.AsBytes(poison)), "poison")
+		pd, err := g.LaunchOnStream(nil, stream)
+		must(t, err, "LaunchOnStream")
+		must(t, pd.Wait(context.Background()), "Wait")
+		must(t, pd.Close(), "Close")
+		got, _ := vc.Read[uint32](dout)
+		checkSum(t, a, b, got, "graph launched on a stream")
+	}
+	if _, err := g.LaunchOnStream(nil, 0); err == nil {
+		t.Fatal("stream 0 was accepted")
+	} else if e := wantError(t, err, vc.StatusInvalidArgument, "stream 0"); !strings.Contains(e.Error(), "cu_stream is 0") {
+		t.Fatalf("message: %v", e)
+	}
+	kernel := -1
+	for i := uint64(0); ; i++ {
+		k, err := g.NodeKind(i)
+		if err != nil {
+			break
+		}
+		if k == vc.GraphNodeKernel {
+			kernel = int(i)
+		}
+	}
+	info, err := g.NodeInfo(uint64(kernel))
+	must(t, err, "NodeInfo")
+	if info.Kind != vc.GraphNodeKernel || info.CUFunction == 0 || info.CUGraphNode == 0 ||
+		info.ArgumentCount != 4 || len(info.Arguments) != 4 || uint64(info.Grid[0])*uint64(info.Block[0]) < n {
+		t.Fatalf("kernel node info %+v", info)
+	}
+	_, err = g.NodeInfo(1000)
+	wantError(t, err, vc.StatusOutOfRange, "a node past the end")
+	must(t, g.Close(), "Close")
+}
+
 func TestSequenceRunMatchesItsGraph(t *testing.T) {
 	ctx := testContext(t)
 	add := addProgram(t, ctx)

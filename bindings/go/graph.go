@@ -214,7 +214,19 @@ func (g *Graph) Launch() (Timing, error) { return g.Replay(nil) }
 // outputs are written by the Pending's wait (Go slices through C memory,
 // as for Program.DispatchAsync).
 func (g *Graph) ReplayAsync(r *Replay) (*Pending, error) {
-	const op = "vyre_graph_replay_async"
+	return g.replayAsync("vyre_graph_replay_async", C.GOVYRE_GRAPH_REPLAY_ASYNC, r, 0)
+}
+
+// LaunchOnStream enqueues a replay ordered on a caller's CUDA stream
+// (vyre_graph_launch): stream is a CUstream as an integer, StreamLegacy (1)
+// or StreamPerThread (2); 0 is refused. The graph starts after the work
+// already on the stream, and later work on it starts after the graph;
+// otherwise as ReplayAsync.
+func (g *Graph) LaunchOnStream(r *Replay, stream uint64) (*Pending, error) {
+	return g.replayAsync("vyre_graph_launch", C.GOVYRE_GRAPH_LAUNCH, r, stream)
+}
+
+func (g *Graph) replayAsync(op string, kind C.int, r *Replay, stream uint64) (*Pending, error) {
 	if err := g.check(op); err != nil {
 		return nil, err
 	}
@@ -238,7 +250,7 @@ func (g *Graph) ReplayAsync(r *Replay) (*Pending, error) {
 		}
 	}
 	out := (*C.vyre_pending)(a.alloc(C.sizeof_vyre_pending))
-	err = a.run(op, C.GOVYRE_GRAPH_REPLAY_ASYNC, g.h.Load(), unsafe.Pointer(desc), 0, unsafe.Pointer(out))
+	err = a.run(op, kind, g.h.Load(), unsafe.Pointer(desc), uintptr(stream), unsafe.Pointer(out))
 	runtime.KeepAlive(g)
 	if err != nil {
 		if host != nil {
@@ -311,7 +323,73 @@ const (
 	GraphNodeMemcpy GraphNodeKind = C.VYRE_GRAPH_NODE_MEMCPY
 	GraphNodeMemset GraphNodeKind = C.VYRE_GRAPH_NODE_MEMSET
 	GraphNodeOther  GraphNodeKind = C.VYRE_GRAPH_NODE_OTHER
+	// Kinds the library does not record itself (other CUDA code's work).
+	GraphNodeHost        GraphNodeKind = C.VYRE_GRAPH_NODE_HOST
+	GraphNodeChildGraph  GraphNodeKind = C.VYRE_GRAPH_NODE_CHILD_GRAPH
+	GraphNodeEmpty       GraphNodeKind = C.VYRE_GRAPH_NODE_EMPTY
+	GraphNodeEventRecord GraphNodeKind = C.VYRE_GRAPH_NODE_EVENT_RECORD
+	GraphNodeEventWait   GraphNodeKind = C.VYRE_GRAPH_NODE_EVENT_WAIT
+	GraphNodeConditional GraphNodeKind = C.VYRE_GRAPH_NODE_CONDITIONAL
+	GraphNodeMemAlloc    GraphNodeKind = C.VYRE_GRAPH_NODE_MEM_ALLOC
+	GraphNodeMemFree     GraphNodeKind = C.VYRE_GRAPH_NODE_MEM_FREE
 )
+
+// GraphNodeInfo is one node as the next replay runs it (vyre_graph_node_info).
+type GraphNodeInfo struct {
+	Kind GraphNodeKind
+	// CUgraphNode and CUgraphExec as integers, for interop; valid until the
+	// graph is destroyed.
+	CUGraphNode, CUGraphExec uint64
+	// Kernel nodes: the CUfunction, launch shape and the arguments (one
+	// 8-byte slot per kernel parameter; at most 16 reported of ArgumentCount).
+	CUFunction        uint64
+	Grid, Block       [3]uint32
+	SharedMemoryBytes uint32
+	ArgumentCount     uint32
+	Arguments         []uint64
+	// Memset nodes (as CUDA_MEMSET_NODE_PARAMS).
+	MemsetDst                              uint64
+	MemsetValue, MemsetElementSize         uint32
+	MemsetWidth, MemsetHeight, MemsetPitch uint64
+}
+
+// NodeInfo describes node `index` as the next replay runs it
+// (vyre_graph_node_info_get).
+func (g *Graph) NodeInfo(index uint64) (GraphNodeInfo, error) {
+	const op = "vyre_graph_node_info_get"
+	if err := g.check(op); err != nil {
+		return GraphNodeInfo{}, err
+	}
+	var i C.vyre_graph_node_info
+	i.struct_size = C.sizeof_vyre_graph_node_info
+	err := call(op, func() C.vyre_status {
+		return C.vyre_graph_node_info_get(g.handle(), C.uint64_t(index), &i)
+	})
+	runtime.KeepAlive(g)
+	if err != nil {
+		return GraphNodeInfo{}, err
+	}
+	out := GraphNodeInfo{
+		Kind: GraphNodeKind(i.kind), CUGraphNode: uint64(i.cu_graph_node),
+		CUGraphExec: uint64(i.cu_graph_exec), CUFunction: uint64(i.cu_function),
+		SharedMemoryBytes: uint32(i.shared_memory_bytes), ArgumentCount: uint32(i.argument_count),
+		MemsetDst: uint64(i.memset_dst), MemsetValue: uint32(i.memset_value),
+		MemsetElementSize: uint32(i.memset_element_size), MemsetWidth: uint64(i.memset_width),
+		MemsetHeight: uint64(i.memset_height), MemsetPitch: uint64(i.memset_pitch),
+	}
+	for d := 0; d < 3; d++ {
+		out.Grid[d] = uint32(i.grid[d])
+		out.Block[d] = uint32(i.block[d])
+	}
+	n := int(i.argument_count)
+	if n > len(i.arguments) {
+		n = len(i.arguments)
+	}
+	for k := 0; k < n; k++ {
+		out.Arguments = append(out.Arguments, uint64(i.arguments[k]))
+	}
+	return out, nil
+}
 
 // NodeKind is the kind of node `index` (0 .. NodeCount-1) of the full
 // graph, numbered in the order the work runs (vyre_graph_node_kind_get).

@@ -33,7 +33,9 @@ enum govyre_op {
   GOVYRE_EGRAPH_REBUILD = 9,
   GOVYRE_EGRAPH_REBUILD_ASYNC = 10,
   GOVYRE_SEQUENCE_CREATE = 11,
-  GOVYRE_EGRAPH_IMAGE_APPEND = 12
+  GOVYRE_EGRAPH_IMAGE_APPEND = 12,
+  /* count carries the CUstream (vyre_graph_launch). */
+  GOVYRE_GRAPH_LAUNCH = 13
 };
 
 /* handle: the object the call acts on (its bits); desc: the call's

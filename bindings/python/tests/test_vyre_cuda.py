@@ -276,7 +276,8 @@ CONSTANTS = (("VERSION_MAJOR", "VYRE_CUDA_VERSION_MAJOR"),
              ("BUFFER_INFO_FLAG_BORROWED", "VYRE_BUFFER_INFO_FLAG_BORROWED"),
              ("BUFFER_COPY_FLAG_STAGED", "VYRE_BUFFER_COPY_FLAG_STAGED"),
              ("BUFFER_INFO_FLAG_IMPORTED", "VYRE_BUFFER_INFO_FLAG_IMPORTED"),
-             ("IPC_HANDLE_BYTES", "VYRE_IPC_HANDLE_BYTES"))
+             ("IPC_HANDLE_BYTES", "VYRE_IPC_HANDLE_BYTES"),
+             ("GRAPH_NODE_MAX_ARGUMENTS", "VYRE_GRAPH_NODE_MAX_ARGUMENTS"))
 
 
 class NoDriverTest(unittest.TestCase):
@@ -1915,6 +1916,35 @@ class GraphTest(unittest.TestCase):
         out = array.array("I")
         out.frombytes(bytes(data))
         return out
+
+    def test_graph_launch_on_a_stream_and_node_info(self):
+        n = 777
+        a, b = self.data(n)
+        with self.add.record([a, b, 4 * n], params=[n]) as graph:
+            for stream in (vc.STREAM_LEGACY, vc.STREAM_PER_THREAD):
+                a2, b2 = self.data(n)
+                out = array.array("I", [0xA5A5A5A5]) * n
+                pending = graph.launch(stream, [a2, b2, out])
+                pending.wait()
+                check_sum(self, a2, b2, out.tobytes(), "graph launched on a stream")
+            with self.assertRaises(vc.VyreError) as caught:
+                graph.launch(0, [a, b, 4 * n])
+            self.assertIn("cu_stream is 0", str(caught.exception))
+            self.assertIn("Fix:", str(caught.exception))
+            kernel = graph.kernel_nodes()[0]
+            info = graph.node_info(kernel)
+            self.assertEqual(info["kind"], vc.GraphNodeKind.KERNEL)
+            self.assertNotEqual(info["cu_function"], 0)
+            self.assertNotEqual(info["cu_graph_node"], 0)
+            self.assertEqual(len(info["arguments"]), info["argument_count"])
+            self.assertGreaterEqual(info["grid"][0] * info["block"][0], n)
+            memset = graph.node_kinds().index(vc.GraphNodeKind.MEMSET)
+            info = graph.node_info(memset)
+            self.assertEqual(info["memset_width"], 4 * n)
+            self.assertEqual(info["memset_value"], 0)
+            with self.assertRaises(vc.VyreError) as caught:
+                graph.node_info(graph.info()["node_count"])
+            self.assertEqual(caught.exception.status, vc.Status.OUT_OF_RANGE)
 
     def test_host_graph_replay(self):
         n = 1000

@@ -114,6 +114,7 @@ if os.environ.get("VYRE_CUDA_EXTENSION_DIR"):
 from . import _dlpack
 from ._cdefs import (BUFFER_COPY_FLAG_STAGED, BUFFER_INFO_FLAG_BORROWED, BUFFER_INFO_FLAG_IMPORTED,
                      C_STRUCTS, DISPATCH_FLAG_COOPERATIVE, IPC_HANDLE_BYTES, IpcHandleStruct,
+                     GRAPH_NODE_MAX_ARGUMENTS, GraphNodeInfoStruct,
                      DISPATCH_FLAG_DEVICE_TIMING, EGRAPH_REBUILD_COLLIDING_HASH,
                      EGRAPH_REBUILD_DEVICE_TIMING, EGRAPH_REBUILD_RESET, KERNEL_NODE_UPDATE_GRID,
                      KERNEL_NODE_UPDATE_SCALARS, STREAM_LEGACY, STREAM_PER_THREAD, VERSION_MAJOR,
@@ -157,6 +158,7 @@ __all__ = [
     "device_info", "set_log_callback", "f32", "f64",
     "BUFFER_INFO_FLAG_BORROWED", "BUFFER_COPY_FLAG_STAGED", "DeviceArray", "STREAM_LEGACY",
     "STREAM_PER_THREAD", "BUFFER_INFO_FLAG_IMPORTED", "IPC_HANDLE_BYTES",
+    "GRAPH_NODE_MAX_ARGUMENTS",
 ]
 
 # Importable from here as when the package was one module, though not in
@@ -168,7 +170,8 @@ _COMPAT = (C_STRUCTS, _OPTIONAL, _PROTOTYPES, BindingDeclStruct, BufferHandle, B
            DispatchBindingStruct, DispatchDescStruct, DownloadRangeStruct, EgraphAppendDescStruct,
            EgraphImageDescStruct,
            EgraphImageHandle, EgraphImageInfoStruct, EgraphRebuildDescStruct,
-           EgraphRebuildResultStruct, GraphHandle, GraphInfoStruct, GraphReplayDescStruct,
+           EgraphRebuildResultStruct, GraphHandle, GraphInfoStruct, GraphNodeInfoStruct,
+           GraphReplayDescStruct,
            KernelNodeUpdateStruct, KernelParamStruct, LogCallbackType, PendingHandle,
            ProgramDescStruct, ProgramHandle, SequenceDescStruct, SequenceHandle,
            SequenceStepStruct, TelemetryStruct, TimingStruct, UploadRangeStruct, _new,

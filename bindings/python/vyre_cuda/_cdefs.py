@@ -33,6 +33,8 @@ BUFFER_INFO_FLAG_BORROWED = 1 << 0
 BUFFER_INFO_FLAG_IMPORTED = 1 << 1
 #: The size of an IPC handle (Buffer.export_ipc) in bytes.
 IPC_HANDLE_BYTES = 128
+#: Kernel arguments vyre_graph_node_info reports (VYRE_GRAPH_NODE_MAX_ARGUMENTS).
+GRAPH_NODE_MAX_ARGUMENTS = 16
 BUFFER_COPY_FLAG_STAGED = 1 << 0
 #: CU_STREAM_LEGACY and CU_STREAM_PER_THREAD, as stream arguments.
 STREAM_LEGACY = 1
@@ -117,8 +119,17 @@ class GraphNodeKind(enum.IntEnum):
     KERNEL = 1
     MEMCPY = 2
     MEMSET = 3
-    #: Any other CUDA graph node type (none are recorded by this library).
+    #: A CUDA graph node type with no kind of its own below.
     OTHER = 4
+    #: Node types the library does not record itself (other CUDA code's work).
+    HOST = 5
+    CHILD_GRAPH = 6
+    EMPTY = 7
+    EVENT_RECORD = 8
+    EVENT_WAIT = 9
+    CONDITIONAL = 10
+    MEM_ALLOC = 11
+    MEM_FREE = 12
 
 
 class StepKind(enum.IntEnum):
@@ -401,6 +412,28 @@ class GraphInfoStruct(Structure):
     ]
 
 
+class GraphNodeInfoStruct(Structure):
+    _c_name_ = "vyre_graph_node_info"
+    _fields_ = [
+        ("struct_size", c_uint32),
+        ("kind", c_uint32),
+        ("cu_graph_node", c_uint64),
+        ("cu_graph_exec", c_uint64),
+        ("cu_function", c_uint64),
+        ("grid", c_uint32 * 3),
+        ("block", c_uint32 * 3),
+        ("shared_memory_bytes", c_uint32),
+        ("argument_count", c_uint32),
+        ("arguments", c_uint64 * GRAPH_NODE_MAX_ARGUMENTS),
+        ("memset_dst", c_uint64),
+        ("memset_value", c_uint32),
+        ("memset_element_size", c_uint32),
+        ("memset_width", c_uint64),
+        ("memset_height", c_uint64),
+        ("memset_pitch", c_uint64),
+    ]
+
+
 class KernelNodeUpdateStruct(Structure):
     _c_name_ = "vyre_kernel_node_update"
     _fields_ = [
@@ -532,7 +565,7 @@ C_STRUCTS = (ContextHandle, BufferHandle, ProgramHandle, PendingHandle, GraphHan
              BufferWrapDescStruct, BufferCopyDescStruct, IpcHandleStruct,
              BindingDeclStruct, KernelParamStruct, ProgramDescStruct, DispatchBindingStruct,
              DispatchDescStruct, TimingStruct, GraphReplayDescStruct, GraphInfoStruct,
-             KernelNodeUpdateStruct, SequenceStepStruct, SequenceDescStruct,
+             GraphNodeInfoStruct, KernelNodeUpdateStruct, SequenceStepStruct, SequenceDescStruct,
              EgraphImageDescStruct, EgraphImageInfoStruct, EgraphRebuildResultStruct,
              EgraphRebuildDescStruct, EgraphAppendDescStruct)
 
@@ -624,6 +657,9 @@ _PROTOTYPES = {
                                POINTER(TimingStruct)]),
     "vyre_graph_replay_async": (_S, [GraphHandle, POINTER(GraphReplayDescStruct),
                                      POINTER(PendingHandle)]),
+    "vyre_graph_launch": (_S, [GraphHandle, POINTER(GraphReplayDescStruct), c_uint64,
+                               POINTER(PendingHandle)]),
+    "vyre_graph_node_info_get": (_S, [GraphHandle, c_uint64, POINTER(GraphNodeInfoStruct)]),
     "vyre_graph_destroy": (_S, [GraphHandle]),
     "vyre_graph_info_get": (_S, [GraphHandle, POINTER(GraphInfoStruct)]),
     "vyre_graph_node_kind_get": (_S, [GraphHandle, c_uint64, POINTER(_c_enum)]),
@@ -659,4 +695,5 @@ _OPTIONAL = frozenset({"vyre_buffer_wrap", "vyre_context_wait_stream",
                        "vyre_context_signal_stream", "vyre_egraph_image_append",
                        "vyre_egraph_changed_read", "vyre_buffer_copy",
                        "vyre_buffer_copy_async", "vyre_device_can_access_peer",
-                       "vyre_buffer_export_ipc", "vyre_buffer_import_ipc"})
+                       "vyre_buffer_export_ipc", "vyre_buffer_import_ipc",
+                       "vyre_graph_launch", "vyre_graph_node_info_get"})

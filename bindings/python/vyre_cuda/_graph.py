@@ -9,7 +9,8 @@ from typing import Any, Dict, Iterable, List, Optional, Union
 from typing import Sequence as _Seq
 
 from ._cdefs import (KERNEL_NODE_UPDATE_GRID, KERNEL_NODE_UPDATE_SCALARS, BufferHandle, Dim3,
-                     GraphHandle, GraphInfoStruct, GraphNodeKind, GraphReplayDescStruct,
+                     GraphHandle, GraphInfoStruct, GraphNodeInfoStruct, GraphNodeKind,
+                     GraphReplayDescStruct,
                      KernelNodeUpdateStruct, PendingHandle, ProgramHandle, SequenceDescStruct,
                      SequenceHandle, SequenceStepStruct, StepKind, TimingStruct, _c_enum, _new,
                      _struct_dict, _unsigned)
@@ -229,6 +230,31 @@ class Graph(_Object):
         (self._imports or _Imports()).signal(self._context)
         return pending
 
+    def launch(self, stream: int, bindings: Optional[_Seq[Any]] = None,
+               params: Optional[Iterable[int]] = None,
+               scalars: Optional[Iterable[Union[int, float]]] = None,
+               element_count: int = 0, flags: int = 0) -> Pending:
+        """Replays ordered on a caller's CUDA stream (vyre_graph_launch):
+        `stream` is a CUstream as an int (a CuPy stream's ptr, a PyTorch
+        stream's cuda_stream), STREAM_LEGACY or STREAM_PER_THREAD (0 is
+        refused). The graph starts after the work already on `stream`, and
+        work enqueued there later starts after the graph; otherwise as
+        replay_async (host outputs are written by Pending.wait())."""
+        desc, keep, keep_out, outputs, residents, imports = self._replay_desc(
+            bindings, params, scalars, element_count, flags, stream)
+        handle = PendingHandle()
+        try:
+            _call("vyre_graph_launch", self._h(), byref(desc), _unsigned(stream, 64, "stream"),
+                  byref(handle))
+        except BaseException:
+            imports.release()
+            raise
+        del keep
+        old = self._rebound(residents, imports)
+        pending = Pending(handle.bits, self, keep_out, outputs, imports=old)
+        (self._imports or _Imports()).signal(self._context)
+        return pending
+
     def info(self) -> Dict[str, Any]:
         """dict(from_sequence, context, node_count, kernel_node_count,
         unchanged_input_node_count, element_count, capacity_elements, replays,
@@ -248,6 +274,24 @@ class Graph(_Object):
             return GraphNodeKind(kind.value)
         except ValueError:
             return kind.value
+
+    def node_info(self, index: int) -> Dict[str, Any]:
+        """Node `index` as the next replay runs it (vyre_graph_node_info_get):
+        dict(kind, cu_graph_node, cu_graph_exec, cu_function, grid, block,
+        shared_memory_bytes, argument_count, arguments (the first
+        argument_count of GRAPH_NODE_MAX_ARGUMENTS 8-byte slots), memset_dst,
+        memset_value, memset_element_size, memset_width, memset_height,
+        memset_pitch). The raw handles are for interop with other CUDA code
+        and live until the graph is closed."""
+        info = _new(GraphNodeInfoStruct)
+        _call("vyre_graph_node_info_get", self._h(), _unsigned(index, 64, "index"), byref(info))
+        d = _struct_dict(info)
+        try:
+            d["kind"] = GraphNodeKind(info.kind)
+        except ValueError:
+            pass
+        d["arguments"] = d["arguments"][:min(info.argument_count, len(d["arguments"]))]
+        return d
 
     def node_kinds(self) -> List[Union[GraphNodeKind, int]]:
         """The GraphNodeKind of every node, in run order."""

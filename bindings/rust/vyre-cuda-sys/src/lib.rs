@@ -145,6 +145,16 @@ pub const VYRE_GRAPH_NODE_KERNEL: vyre_graph_node_kind = 1;
 pub const VYRE_GRAPH_NODE_MEMCPY: vyre_graph_node_kind = 2;
 pub const VYRE_GRAPH_NODE_MEMSET: vyre_graph_node_kind = 3;
 pub const VYRE_GRAPH_NODE_OTHER: vyre_graph_node_kind = 4;
+pub const VYRE_GRAPH_NODE_HOST: vyre_graph_node_kind = 5;
+pub const VYRE_GRAPH_NODE_CHILD_GRAPH: vyre_graph_node_kind = 6;
+pub const VYRE_GRAPH_NODE_EMPTY: vyre_graph_node_kind = 7;
+pub const VYRE_GRAPH_NODE_EVENT_RECORD: vyre_graph_node_kind = 8;
+pub const VYRE_GRAPH_NODE_EVENT_WAIT: vyre_graph_node_kind = 9;
+pub const VYRE_GRAPH_NODE_CONDITIONAL: vyre_graph_node_kind = 10;
+pub const VYRE_GRAPH_NODE_MEM_ALLOC: vyre_graph_node_kind = 11;
+pub const VYRE_GRAPH_NODE_MEM_FREE: vyre_graph_node_kind = 12;
+/// Kernel arguments `vyre_graph_node_info` reports (the first ones).
+pub const VYRE_GRAPH_NODE_MAX_ARGUMENTS: usize = 16;
 pub const VYRE_GRAPH_NODE_KIND_FORCE32: vyre_graph_node_kind = 0x7FFF_FFFF;
 
 /// Flags of `vyre_kernel_node_update.flags`.
@@ -682,6 +692,50 @@ impl Default for vyre_graph_info {
     }
 }
 
+/// One node of a graph as the next replay runs it (`vyre_graph_node_info_get`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct vyre_graph_node_info {
+    pub struct_size: u32,
+    pub kind: vyre_graph_node_kind,
+    pub cu_graph_node: u64,
+    pub cu_graph_exec: u64,
+    pub cu_function: u64,
+    pub grid: [u32; 3],
+    pub block: [u32; 3],
+    pub shared_memory_bytes: u32,
+    pub argument_count: u32,
+    pub arguments: [u64; VYRE_GRAPH_NODE_MAX_ARGUMENTS],
+    pub memset_dst: u64,
+    pub memset_value: u32,
+    pub memset_element_size: u32,
+    pub memset_width: u64,
+    pub memset_height: u64,
+    pub memset_pitch: u64,
+}
+impl Default for vyre_graph_node_info {
+    fn default() -> Self {
+        Self {
+            struct_size: size32::<Self>(),
+            kind: 0,
+            cu_graph_node: 0,
+            cu_graph_exec: 0,
+            cu_function: 0,
+            grid: [0; 3],
+            block: [0; 3],
+            shared_memory_bytes: 0,
+            argument_count: 0,
+            arguments: [0; VYRE_GRAPH_NODE_MAX_ARGUMENTS],
+            memset_dst: 0,
+            memset_value: 0,
+            memset_element_size: 0,
+            memset_width: 0,
+            memset_height: 0,
+            memset_pitch: 0,
+        }
+    }
+}
+
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct vyre_kernel_node_update {
@@ -1100,12 +1154,23 @@ functions! {
         desc: *const vyre_graph_replay_desc,
         out: *mut vyre_pending,
     ) -> vyre_status;
+    pub fn vyre_graph_launch(
+        graph: vyre_graph,
+        desc: *const vyre_graph_replay_desc,
+        cu_stream: u64,
+        out: *mut vyre_pending,
+    ) -> vyre_status;
     pub fn vyre_graph_destroy(graph: vyre_graph) -> vyre_status;
     pub fn vyre_graph_info_get(graph: vyre_graph, out: *mut vyre_graph_info) -> vyre_status;
     pub fn vyre_graph_node_kind_get(
         graph: vyre_graph,
         node_index: u64,
         out: *mut vyre_graph_node_kind,
+    ) -> vyre_status;
+    pub fn vyre_graph_node_info_get(
+        graph: vyre_graph,
+        node_index: u64,
+        out: *mut vyre_graph_node_info,
     ) -> vyre_status;
     pub fn vyre_graph_kernel_node_update(
         graph: vyre_graph,

@@ -282,7 +282,9 @@ fn every_function_resolves() {
         vyre_graph_replay_async,
         vyre_graph_destroy,
         vyre_graph_info_get,
+        vyre_graph_launch,
         vyre_graph_node_kind_get,
+        vyre_graph_node_info_get,
         vyre_graph_kernel_node_update,
         vyre_sequence_create,
         vyre_sequence_run,
@@ -367,6 +369,7 @@ fn header_constants(text: &str) -> BTreeSet<String> {
         "VYRE_CUDA_VERSION",
         "VYRE_WAIT_FOREVER",
         "VYRE_IPC_HANDLE_BYTES",
+        "VYRE_GRAPH_NODE_MAX_ARGUMENTS",
     ] {
         assert!(
             text.contains(&format!("#define {name}")),
@@ -489,6 +492,11 @@ fn rust_layouts() -> BTreeMap<String, Layout> {
             unchanged_input_node_count, element_count, capacity_elements, replays,
             host_input_bytes, host_output_bytes,
         }
+        vyre_graph_node_info: default {
+            struct_size, kind, cu_graph_node, cu_graph_exec, cu_function, grid, block,
+            shared_memory_bytes, argument_count, arguments, memset_dst, memset_value,
+            memset_element_size, memset_width, memset_height, memset_pitch,
+        }
         vyre_kernel_node_update: default { struct_size, flags, grid, reserved0, scalars, scalar_count }
         vyre_sequence_step: default {
             struct_size, kind, program, dispatch, buffer, offset, bytes, src_buffer, src_offset,
@@ -536,6 +544,7 @@ fn rust_constants() -> BTreeMap<String, u64> {
         VYRE_CUDA_VERSION,
         VYRE_WAIT_FOREVER,
         VYRE_IPC_HANDLE_BYTES,
+        VYRE_GRAPH_NODE_MAX_ARGUMENTS,
         VYRE_STATUS_OK,
         VYRE_STATUS_INVALID_ARGUMENT,
         VYRE_STATUS_INVALID_HANDLE,
@@ -591,6 +600,14 @@ fn rust_constants() -> BTreeMap<String, u64> {
         VYRE_GRAPH_NODE_MEMCPY,
         VYRE_GRAPH_NODE_MEMSET,
         VYRE_GRAPH_NODE_OTHER,
+        VYRE_GRAPH_NODE_HOST,
+        VYRE_GRAPH_NODE_CHILD_GRAPH,
+        VYRE_GRAPH_NODE_EMPTY,
+        VYRE_GRAPH_NODE_EVENT_RECORD,
+        VYRE_GRAPH_NODE_EVENT_WAIT,
+        VYRE_GRAPH_NODE_CONDITIONAL,
+        VYRE_GRAPH_NODE_MEM_ALLOC,
+        VYRE_GRAPH_NODE_MEM_FREE,
         VYRE_GRAPH_NODE_KIND_FORCE32,
         VYRE_KERNEL_NODE_UPDATE_GRID,
         VYRE_KERNEL_NODE_UPDATE_SCALARS,

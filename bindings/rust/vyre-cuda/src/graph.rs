@@ -234,6 +234,42 @@ impl<'s> Graph<'s> {
         ))
     }
 
+    /// Enqueues a replay ordered on a caller's CUDA stream
+    /// (`vyre_graph_launch`): `cu_stream` is a `CUstream` as an integer, 1
+    /// (legacy) or 2 (per-thread); 0 is refused. The graph starts after the
+    /// work already on the stream, and later work on it starts after the
+    /// graph; otherwise as [`Graph::replay_async`].
+    pub fn launch_on_stream<'p>(&'p self, replay: Replay<'p>, cu_stream: u64) -> Result<Pending<'p>> {
+        replay.check("Graph::launch_on_stream")?;
+        let desc = replay.raw();
+        let mut handle = sys::vyre_pending::default();
+        // SAFETY: as for replay_async; the stream is an integer the library
+        // checks and the driver uses.
+        check(
+            unsafe { sys::vyre_graph_launch(self.handle, &desc, cu_stream, &mut handle) },
+            "vyre_graph_launch",
+        )?;
+        Ok(Pending::new(
+            handle,
+            Some(Arc::clone(&self.ctx)),
+            replay.host(),
+        ))
+    }
+
+    /// Node `index` as the next replay runs it (`vyre_graph_node_info_get`):
+    /// its kind, the raw `CUgraphNode`/`CUgraphExec` for interop, and a
+    /// kernel's or memset's parameters (the raw struct; `arguments` holds
+    /// the first `argument_count` slots).
+    pub fn node_info(&self, index: u64) -> Result<sys::vyre_graph_node_info> {
+        let mut info = sys::vyre_graph_node_info::default();
+        // SAFETY: struct_size is set; a valid out-pointer.
+        check(
+            unsafe { sys::vyre_graph_node_info_get(self.handle, index, &mut info) },
+            "vyre_graph_node_info_get",
+        )?;
+        Ok(info)
+    }
+
     pub fn info(&self) -> Result<GraphInfo> {
         let mut i = sys::vyre_graph_info::default();
         // SAFETY: struct_size is set; a valid out-pointer.

@@ -1270,6 +1270,44 @@ fn resident_graph_rebind_element_count_and_node_update() {
 }
 
 #[test]
+fn graph_launch_on_a_stream_and_node_info() {
+    with_context!(ctx);
+    let add = add_program(&ctx);
+    let n = 1000;
+    let mut rng = Rng::new(23);
+    let (a, b) = (rng.u32s(n), rng.u32s(n));
+    let (da, db, dout) = (
+        ctx.upload(&a).unwrap(),
+        ctx.upload(&b).unwrap(),
+        ctx.alloc(4 * n as u64).unwrap(),
+    );
+    let graph = add
+        .record(&Dispatch::new().arg(&da).arg(&db).arg(&dout).params(&[n as u32]))
+        .unwrap();
+    for stream in [1u64, 2] {
+        dout.upload(0, &vec![0xA5A5_A5A5u32; n]).unwrap();
+        let mut pending = graph.launch_on_stream(Replay::new(), stream).unwrap();
+        pending.wait().unwrap();
+        check_sum(&a, &b, &dout.to_vec::<u32>().unwrap(), "graph launched on a stream");
+    }
+    let e = assert_error(graph.launch_on_stream(Replay::new(), 0), Status::InvalidArgument);
+    assert!(e.message().contains("cu_stream is 0"), "{e}");
+    let kernel = graph
+        .node_kinds()
+        .unwrap()
+        .iter()
+        .position(|k| *k == GraphNodeKind::Kernel)
+        .unwrap() as u64;
+    let info = graph.node_info(kernel).unwrap();
+    assert_eq!(info.kind, vyre_cuda::sys::VYRE_GRAPH_NODE_KERNEL);
+    assert_ne!(info.cu_function, 0);
+    assert_ne!(info.cu_graph_node, 0);
+    assert_eq!(info.argument_count, 4);
+    assert!(u64::from(info.grid[0]) * u64::from(info.block[0]) >= n as u64);
+    assert_error(graph.node_info(1000), Status::OutOfRange);
+}
+
+#[test]
 fn sequence_run_matches_its_graph() {
     with_context!(ctx);
     let add = add_program(&ctx);
