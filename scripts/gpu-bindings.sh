@@ -184,10 +184,14 @@ step() {
 }
 # fail_step NAME WHY: a check that is not a command.
 fail_step() { note "FAIL $1: $2"; failed=1; }
-# staged_examples LANG DIR: each staged example in DIR over $n_example elements.
+# staged_examples LANG DIR SOURCES: each example the binding's source folder
+# SOURCES has (a NAME.rs file or a NAME/ folder; bench_overhead is the
+# benchmark's), staged in DIR, over $n_example elements.
 staged_examples() {
-  local lang="$1" dir="$2" example
-  for example in vector_add triton_saxpy graph_replay nccl_allreduce; do
+  local lang="$1" dir="$2" sources="$3" example path
+  for path in "$sources"/*; do
+    example="$(basename "$path" .rs)"
+    case "$example" in bench_overhead|common) continue ;; esac
     if [ -x "$dir/$example" ]; then
       step "$lang-example-$example" . "$dir/$example" "$n_example"
     else
@@ -221,7 +225,7 @@ if [ "$tests" = 1 ]; then
     fi
   done
   [ "$rust_tests" -gt 0 ] || fail_step rust-tests "no staged Rust test binaries in $stage/rust"
-  staged_examples rust "$stage/rust/examples"
+  staged_examples rust "$stage/rust/examples" bindings/rust/vyre-cuda/examples
 
   # Go: the test binary from the package directory, as go test runs it.
   if [ -x "$stage/go/vyrecuda.test" ]; then
@@ -231,7 +235,7 @@ if [ "$tests" = 1 ]; then
   else
     fail_step go-test "not staged"
   fi
-  staged_examples go "$stage/go"
+  staged_examples go "$stage/go" bindings/go/examples
   [ -x "$stage/go/vector_add" ] && no_driver go-example-no-driver "$stage/go/vector_add"
 
   # Python: the ctest environment of bindings/python/CMakeLists.txt (not
