@@ -78,26 +78,30 @@ vyre_graph_info Graph::Info() {
   return info;
 }
 
+absl::Status Graph::CheckNodeIndex(uint64_t index, const char* what) const {
+  if (index < full_.ops.size()) return absl::OkStatus();
+  return Errorf(VYRE_STATUS_OUT_OF_RANGE,
+                "%s: node index %u does not exist; the graph has %u nodes. Fix: pass an index "
+                "below vyre_graph_info.node_count.",
+                what, index, full_.ops.size());
+}
+
 absl::StatusOr<vyre_graph_node_kind> Graph::NodeKind(uint64_t index, const char* what) {
   std::lock_guard lock(mu_);
-  if (index >= full_.ops.size()) {
-    return Errorf(VYRE_STATUS_OUT_OF_RANGE,
-                  "%s: node index %u does not exist; the graph has %u nodes. Fix: pass an index "
-                  "below vyre_graph_info.node_count.",
-                  what, index, full_.ops.size());
-  }
+  VYRE_RETURN_IF_ERROR(CheckNodeIndex(index, what));
   return full_.ops[index].kind;
 }
 
 absl::StatusOr<vyre_graph_node_info> Graph::NodeInfo(uint64_t index, const char* what) {
-  VYRE_ASSIGN_OR_RETURN(vyre_graph_node_kind kind, NodeKind(index, what));
   std::lock_guard lock(mu_);
+  VYRE_RETURN_IF_ERROR(CheckNodeIndex(index, what));
+  const RecordedOp& op = full_.ops[index];
+  const vyre_graph_node_kind kind = op.kind;
   vyre_graph_node_info info{};
   info.struct_size = sizeof(info);
   info.kind = kind;
   info.cu_graph_node = reinterpret_cast<uint64_t>(full_.nodes[index]);
   info.cu_graph_exec = reinterpret_cast<uint64_t>(full_.exec.get());
-  const RecordedOp& op = full_.ops[index];
   if (kind == VYRE_GRAPH_NODE_KERNEL) {
     // The recorded op is kept current by every replay's node updates (the
     // driver has no call that reads an executable graph's node back).

@@ -165,6 +165,9 @@ class Graph {
   static ExecCounts Count(const std::vector<RecordedOp>& ops, const std::vector<Binding>& bindings,
                           bool with_inputs);
 
+  // OUT_OF_RANGE (with the Fix) for an index past the full graph's nodes;
+  // the caller holds mu_.
+  absl::Status CheckNodeIndex(uint64_t index, const char* what) const;
   // Node parameters (graph.cc).
   absl::Status SetKernelNode(size_t index, const RecordedOp& op, const char* what);
   absl::Status SetMemsetNode(size_t index, CUdeviceptr dst, uint64_t bytes, const char* what);

@@ -214,21 +214,8 @@ class Graph(_Object):
                                      element_count, flags, True)
             if bits is not NotImplemented:
                 return Pending(bits, self, [], Outputs([None] * len(self._decls)))
-        desc, keep, keep_out, outputs, residents, imports = self._replay_desc(
-            bindings, params, scalars, element_count, flags, stream)
-        handle = PendingHandle()
-        try:
-            _call("vyre_graph_replay_async", self._h(), byref(desc), byref(handle))
-        except BaseException:
-            imports.release()
-            raise
-        del keep
-        # Arrays this replay unbinds go when it is done (earlier replays ran
-        # before it, on the same stream).
-        old = self._rebound(residents, imports)
-        pending = Pending(handle.bits, self, keep_out, outputs, imports=old)
-        (self._imports or _Imports()).signal(self._context)
-        return pending
+        return self._enqueue("vyre_graph_replay_async", (), bindings, params, scalars,
+                             element_count, flags, stream)
 
     def launch(self, stream: int, bindings: Optional[_Seq[Any]] = None,
                params: Optional[Iterable[int]] = None,
@@ -240,16 +227,24 @@ class Graph(_Object):
         refused). The graph starts after the work already on `stream`, and
         work enqueued there later starts after the graph; otherwise as
         replay_async (host outputs are written by Pending.wait())."""
+        return self._enqueue("vyre_graph_launch", (_unsigned(stream, 64, "stream"),), bindings,
+                             params, scalars, element_count, flags, stream)
+
+    def _enqueue(self, function: str, extra: tuple, bindings, params, scalars,
+                 element_count: int, flags: int, stream: Optional[int]) -> Pending:
+        # The ctypes path of replay_async and launch: `function` takes the
+        # graph, the descriptor, `extra` and the pending's out-pointer.
         desc, keep, keep_out, outputs, residents, imports = self._replay_desc(
             bindings, params, scalars, element_count, flags, stream)
         handle = PendingHandle()
         try:
-            _call("vyre_graph_launch", self._h(), byref(desc), _unsigned(stream, 64, "stream"),
-                  byref(handle))
+            _call(function, self._h(), byref(desc), *extra, byref(handle))
         except BaseException:
             imports.release()
             raise
         del keep
+        # Arrays this replay unbinds go when it is done (earlier replays ran
+        # before it, on the same stream).
         old = self._rebound(residents, imports)
         pending = Pending(handle.bits, self, keep_out, outputs, imports=old)
         (self._imports or _Imports()).signal(self._context)

@@ -219,19 +219,10 @@ impl<'s> Graph<'s> {
     /// outputs written by [`Pending::wait`]. The pending borrows the graph
     /// and the host memory.
     pub fn replay_async<'p>(&'p self, replay: Replay<'p>) -> Result<Pending<'p>> {
-        replay.check("Graph::replay_async")?;
-        let desc = replay.raw();
-        let mut handle = sys::vyre_pending::default();
-        // SAFETY: as for replay; host memory stays borrowed for 'p.
-        check(
-            unsafe { sys::vyre_graph_replay_async(self.handle, &desc, &mut handle) },
-            "vyre_graph_replay_async",
-        )?;
-        Ok(Pending::new(
-            handle,
-            Some(Arc::clone(&self.ctx)),
-            replay.host(),
-        ))
+        self.enqueue(replay, "Graph::replay_async", "vyre_graph_replay_async", |desc, out| {
+            // SAFETY: as for replay; host memory stays borrowed for 'p.
+            unsafe { sys::vyre_graph_replay_async(self.handle, desc, out) }
+        })
     }
 
     /// Enqueues a replay ordered on a caller's CUDA stream
@@ -240,15 +231,27 @@ impl<'s> Graph<'s> {
     /// work already on the stream, and later work on it starts after the
     /// graph; otherwise as [`Graph::replay_async`].
     pub fn launch_on_stream<'p>(&'p self, replay: Replay<'p>, cu_stream: u64) -> Result<Pending<'p>> {
-        replay.check("Graph::launch_on_stream")?;
+        self.enqueue(replay, "Graph::launch_on_stream", "vyre_graph_launch", |desc, out| {
+            // SAFETY: as for replay_async; the stream is an integer the
+            // library checks and the driver uses.
+            unsafe { sys::vyre_graph_launch(self.handle, desc, cu_stream, out) }
+        })
+    }
+
+    /// The asynchronous replays: checks `replay`, lets `call` enqueue it
+    /// with its descriptor and the pending's out-pointer, and wraps the
+    /// pending, which borrows the graph and the host memory.
+    fn enqueue<'p>(
+        &'p self,
+        replay: Replay<'p>,
+        what: &'static str,
+        function: &'static str,
+        call: impl FnOnce(&sys::vyre_graph_replay_desc, &mut sys::vyre_pending) -> sys::vyre_status,
+    ) -> Result<Pending<'p>> {
+        replay.check(what)?;
         let desc = replay.raw();
         let mut handle = sys::vyre_pending::default();
-        // SAFETY: as for replay_async; the stream is an integer the library
-        // checks and the driver uses.
-        check(
-            unsafe { sys::vyre_graph_launch(self.handle, &desc, cu_stream, &mut handle) },
-            "vyre_graph_launch",
-        )?;
+        check(call(&desc, &mut handle), function)?;
         Ok(Pending::new(
             handle,
             Some(Arc::clone(&self.ctx)),
