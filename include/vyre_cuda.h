@@ -1070,7 +1070,10 @@ typedef struct vyre_graph_node_info {
    *  dynamic shared memory, and the arguments, one 8-byte slot per kernel
    *  parameter in order (a pointer, a 64-bit scalar, or a 32-bit scalar in
    *  the low half), the first VYRE_GRAPH_NODE_MAX_ARGUMENTS of
-   *  argument_count. Zero for other kinds. */
+   *  argument_count. A graph of captured work (vyre_capture_end) reports
+   *  the function and shape the driver gives, and argument_count 0 (the
+   *  library does not know those kernels' parameter lists). Zero for other
+   *  kinds. */
   uint64_t cu_function;
   uint32_t grid[3];
   uint32_t block[3];
@@ -1106,6 +1109,63 @@ VYRE_API vyre_status vyre_graph_node_info_get(vyre_graph graph, uint64_t node_in
                                               vyre_graph_node_info* out);
 
 enum {
+  /** vyre_graph_node_info_set: the caller takes responsibility for what the
+   *  node touches. A kernel node takes every argument slot as given, pointer
+   *  slots included (the memory must stay allocated, and be large enough,
+   *  for as long as the graph may run), and any dynamic shared memory the
+   *  device allows; a memset node takes its destination without the library
+   *  asking the driver whose memory it is. */
+  VYRE_GRAPH_NODE_SET_RAW = 1u << 0
+};
+
+/** Changes node `node_index` of the full graph (numbered as for
+ *  vyre_graph_node_kind_get), and its twin in the graph without input
+ *  copies, for later replays, without capturing again. `info` is what
+ *  vyre_graph_node_info_get gave for that node with the fields to change
+ *  edited (read, edit, set); info->struct_size must be set. `flags` is 0 or
+ *  VYRE_GRAPH_NODE_SET_RAW. vyre_graph_node_info_get reports what was set.
+ *
+ *  Every kind: info->kind must be the node's kind (a KERNEL or a MEMSET
+ *  node; other kinds, and kernels of captured work, whose parameter lists
+ *  the library does not know, are INVALID_ARGUMENT); cu_graph_node and
+ *  cu_graph_exec are 0 or the node's own (else INVALID_ARGUMENT: info of
+ *  another node or graph). Fields of the other kind are ignored.
+ *
+ *  KERNEL: cu_function must stay the node's function and argument_count its
+ *  parameter count (INVALID_ARGUMENT). grid and block are checked against
+ *  the device's limits and block against the kernel's thread limit (a 0
+ *  axis is INVALID_ARGUMENT, too large LIMIT_EXCEEDED); shared_memory_bytes
+ *  against what the device allows next to the kernel's static shared
+ *  memory (LIMIT_EXCEEDED). The first VYRE_GRAPH_NODE_MAX_ARGUMENTS
+ *  argument slots are set from `arguments`; later ones keep their values.
+ *  Checked (flags 0), as the library knows the kernel's parameter list:
+ *  pointer slots (bindings, the parameter-word block) must keep their
+ *  values (rebind through vyre_graph_replay_desc.bindings), a SCALAR32
+ *  slot's high half must be 0, shared_memory_bytes must not drop below the
+ *  program's own (its SHARED bindings and declared bytes), and block may
+ *  change only in a graph recorded with an explicit grid (a derived grid is
+ *  counted in the recorded block) — each INVALID_ARGUMENT. With
+ *  VYRE_GRAPH_NODE_SET_RAW the slots are taken as given.
+ *
+ *  MEMSET: memset_element_size 1, 2 or 4; memset_value must fit it;
+ *  memset_width >= 1 elements; memset_height must be 1 (the driver updates
+ *  only one-row memsets of an executable graph); memset_dst aligned to the
+ *  element size (each INVALID_ARGUMENT); memset_pitch is ignored. Checked:
+ *  the destination range must lie inside one device allocation of the
+ *  graph's context (INVALID_ARGUMENT otherwise). With
+ *  VYRE_GRAPH_NODE_SET_RAW it is taken as given: the caller keeps it
+ *  allocated while the graph may run.
+ *
+ *  What a replay changes comes after: a replay that rebinds an OUTPUT
+ *  binding sets its memset node back to zeroing the new range, one that
+ *  rebinds, passes scalars or changes the element count rewrites those
+ *  argument slots and grid x of every kernel node; the rest keeps what was
+ *  set. The graph keeps its buffers alive, not memory a RAW set points to.
+ *  A replay in flight is unaffected (it runs what it was launched with). */
+VYRE_API vyre_status vyre_graph_node_info_set(vyre_graph graph, uint64_t node_index,
+                                              const vyre_graph_node_info* info, uint32_t flags);
+
+enum {
   /** Set the node's grid from vyre_kernel_node_update.grid. */
   VYRE_KERNEL_NODE_UPDATE_GRID = 1u << 0,
   /** Set the node's scalar parameters from vyre_kernel_node_update.scalars. */
@@ -1125,9 +1185,95 @@ typedef struct vyre_kernel_node_update {
 
 /** Changes one kernel node of the executable graph (and its twin in the
  *  graph without input copies) for later replays, without capturing again.
- *  `node_index` must name a KERNEL node. */
+ *  `node_index` must name a KERNEL node of a recorded dispatch or sequence
+ *  (a kernel of captured work is INVALID_ARGUMENT). */
 VYRE_API vyre_status vyre_graph_kernel_node_update(vyre_graph graph, uint64_t node_index,
                                                    const vyre_kernel_node_update* update);
+
+/* ------------------------------------------------------------------------ */
+/* Capturing caller work into a graph                                        */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * A capture turns whatever is enqueued on one CUDA stream — other CUDA code's
+ * kernels, copies and memsets (CuPy, PyTorch, the caller's own driver calls)
+ * and the library's own dispatches — into a vyre_graph that replays like any
+ * other (vyre_graph_replay, _async, vyre_graph_launch, node info).
+ *
+ *  - vyre_capture_begin gives the capture stream as an integer (a CUstream
+ *    of the context's device). It is the context's own non-blocking stream,
+ *    never its work stream: dispatches, copies and replays from other
+ *    threads keep running outside the capture, and nothing enqueued there
+ *    runs until the graph is replayed. One capture per context at a time.
+ *  - vyre_capture_dispatch enqueues a dispatch on it (RESIDENT bindings
+ *    only: HOST memory is staged per call, which a graph cannot replay).
+ *    Its parameter words go to a block the capture allocated at begin (the
+ *    capture cannot allocate), copied at every replay.
+ *  - vyre_capture_end ends it into a graph (nodes numbered in the order the
+ *    driver lists them). The graph keeps the dispatches' programs and
+ *    buffers alive; memory other code enqueued work on must stay allocated
+ *    while the graph may run, which the library cannot see. A replay takes
+ *    no bindings, parameter words, scalars or element count (as a sequence's
+ *    graph). Kernel nodes of a captured graph report their function and
+ *    shape but no arguments (argument_count 0: the library does not know
+ *    their parameter lists) and cannot be set through the library; memset
+ *    nodes can (vyre_graph_node_info_set).
+ *
+ * Modes (the driver's): THREAD_LOCAL (default) forbids the capturing
+ * thread's own "unsafe" CUDA calls while the capture is open (allocations,
+ * frees, module loads, synchronisations: most vyre calls on any context
+ * that allocate or wait), GLOBAL forbids them to every thread of the
+ * process, RELAXED to none. Such a call fails (DRIVER_ERROR naming the
+ * capture) and invalidates the capture. So does a call that cannot be
+ * captured (synchronising or querying the capture stream, a dependency on
+ * the legacy stream, an event wait that would merge another stream's
+ * unrelated work): vyre_capture_end then says so (INVALID_STATE) and the
+ * context can begin another capture.
+ *
+ * Refusals: a second vyre_capture_begin on a context with one open, and
+ * vyre_capture_dispatch or vyre_capture_end with none, are INVALID_STATE;
+ * vyre_capture_end from another thread than the one that began a capture
+ * not in RELAXED mode is INVALID_STATE (the driver would refuse it);
+ * vyre_context_destroy while a capture is open is INVALID_STATE and
+ * destroys nothing (end the capture first); the capture stream passed to
+ * vyre_graph_launch, vyre_context_wait_stream or _signal_stream is
+ * INVALID_ARGUMENT (their event joins would sweep the work stream, and so
+ * other threads' work, into the capture: use vyre_capture_dispatch).
+ */
+
+enum {
+  VYRE_CAPTURE_MODE_THREAD_LOCAL = 0,
+  VYRE_CAPTURE_MODE_GLOBAL = 1,
+  VYRE_CAPTURE_MODE_RELAXED = 2
+};
+
+typedef struct vyre_capture_desc {
+  uint32_t struct_size;
+  /** VYRE_CAPTURE_MODE_*. */
+  uint32_t mode;
+  /** Bytes of parameter words the capture's dispatches may use in all, each
+   *  dispatch's rounded up to 256 (0: 64 KiB). Over it, vyre_capture_dispatch
+   *  is LIMIT_EXCEEDED. */
+  uint64_t param_bytes;
+} vyre_capture_desc;
+#define VYRE_CAPTURE_DESC_INIT {sizeof(vyre_capture_desc), VYRE_CAPTURE_MODE_THREAD_LOCAL, 0}
+
+/** Begins capturing work on a stream of `context` and returns that stream
+ *  (a CUstream, as an integer) in *out_cu_stream. `desc` may be NULL (the
+ *  defaults). */
+VYRE_API vyre_status vyre_capture_begin(vyre_context context, const vyre_capture_desc* desc,
+                                        uint64_t* out_cu_stream);
+
+/** Enqueues a dispatch of `program` into its context's open capture: as
+ *  vyre_dispatch_async would run it (OUTPUT bindings zeroed, fixpoint
+ *  iterations), but only when the captured graph is replayed. RESIDENT
+ *  bindings only (a HOST one is INVALID_ARGUMENT); not cooperative
+ *  (INVALID_ARGUMENT). Any thread may call it. */
+VYRE_API vyre_status vyre_capture_dispatch(vyre_program program, const vyre_dispatch_desc* desc);
+
+/** Ends the context's open capture into a graph. A capture the driver
+ *  invalidated is INVALID_STATE (and ended: the context can begin again). */
+VYRE_API vyre_status vyre_capture_end(vyre_context context, vyre_graph* out);
 
 /* ------------------------------------------------------------------------ */
 /* Sequences: many steps over resident buffers, eagerly or as one graph      */

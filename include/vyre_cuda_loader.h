@@ -87,11 +87,15 @@ extern "C" {
   X(vyre_status, vyre_graph_info_get, (vyre_graph graph, vyre_graph_info* out)) \
   X(vyre_status, vyre_graph_node_kind_get, (vyre_graph graph, uint64_t node_index, vyre_graph_node_kind* out)) \
   X(vyre_status, vyre_graph_node_info_get, (vyre_graph graph, uint64_t node_index, vyre_graph_node_info* out)) \
+  X(vyre_status, vyre_graph_node_info_set, (vyre_graph graph, uint64_t node_index, const vyre_graph_node_info* info, uint32_t flags)) \
   X(vyre_status, vyre_graph_kernel_node_update, (vyre_graph graph, uint64_t node_index, const vyre_kernel_node_update* update)) \
   X(vyre_status, vyre_sequence_create, (vyre_context context, const vyre_sequence_desc* desc, vyre_sequence* out)) \
   X(vyre_status, vyre_sequence_run, (vyre_sequence sequence, vyre_timing* out_timing)) \
   X(vyre_status, vyre_sequence_record, (vyre_sequence sequence, vyre_graph* out)) \
   X(vyre_status, vyre_sequence_destroy, (vyre_sequence sequence)) \
+  X(vyre_status, vyre_capture_begin, (vyre_context context, const vyre_capture_desc* desc, uint64_t* out_cu_stream)) \
+  X(vyre_status, vyre_capture_dispatch, (vyre_program program, const vyre_dispatch_desc* desc)) \
+  X(vyre_status, vyre_capture_end, (vyre_context context, vyre_graph* out)) \
   X(vyre_status, vyre_egraph_image_create, (const vyre_egraph_image_desc* desc, vyre_egraph_image* out)) \
   X(vyre_status, vyre_egraph_image_destroy, (vyre_egraph_image image)) \
   X(vyre_status, vyre_egraph_image_read, (vyre_egraph_image image, vyre_egraph_column column, uint64_t first, uint64_t count, uint32_t* dst)) \

@@ -1331,6 +1331,38 @@ func TestGraphLaunchOnAStreamAndNodeInfo(t *testing.T) {
 	must(t, g.Close(), "Close")
 }
 
+func TestHostGraphLaunchedOnAStreamWritesOutputsAtTheWait(t *testing.T) {
+	ctx := testContext(t)
+	add := addProgram(t, ctx)
+	const n = 1000
+	r := newRng(29)
+	a, b := r.u32s(n), r.u32s(n)
+	g, err := add.Record(addDispatch(a, b, make([]uint32, n)))
+	must(t, err, "Record")
+	a2, b2 := r.u32s(n), r.u32s(n)
+	out := make([]uint32, n)
+	for i := range out {
+		out[i] = 0xA5A5A5A5
+	}
+	pd, err := g.LaunchOnStream(&vc.Replay{Args: []vc.Arg{vc.In(a2), vc.In(b2), vc.Out(out)}}, vc.StreamLegacy)
+	must(t, err, "LaunchOnStream")
+	must(t, pd.Wait(context.Background()), "Wait")
+	must(t, pd.Close(), "Close")
+	checkSum(t, a2, b2, out, "host graph launched on stream 1")
+	_, err = g.LaunchOnStream(&vc.Replay{Args: []vc.Arg{vc.In(a2), vc.In(b2), vc.Out(out)}}, 0)
+	if e := wantError(t, err, vc.StatusInvalidArgument, "stream 0"); !strings.Contains(e.Error(), "cu_stream is 0") {
+		t.Fatalf("message: %v", e)
+	}
+	// The refusal left no replay in flight: the graph launches again.
+	pd, err = g.LaunchOnStream(&vc.Replay{Args: []vc.Arg{vc.In(a), vc.In(b), vc.Out(out)}}, vc.StreamPerThread)
+	must(t, err, "LaunchOnStream after a refusal")
+	must(t, pd.Wait(context.Background()), "Wait")
+	must(t, pd.Close(), "Close")
+	checkSum(t, a, b, out, "host graph launched on stream 2")
+	must(t, g.Close(), "Close")
+	assertNoMisuse(t)
+}
+
 func TestSequenceRunMatchesItsGraph(t *testing.T) {
 	ctx := testContext(t)
 	add := addProgram(t, ctx)

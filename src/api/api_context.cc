@@ -12,6 +12,7 @@
 #include "driver/device_faults.h"
 #include "driver/driver_api.h"
 #include "driver/release_report.h"
+#include "graph/user_capture.h"
 #include "runtime/context/context.h"
 #include "runtime/context/selftest.h"
 
@@ -116,6 +117,19 @@ VYRE_API vyre_status vyre_context_destroy(vyre_context context) {
     // Everything is released whatever fails on the way; the first device
     // error met is returned afterwards (release_report.h).
     vyre::driver::ReleaseReport report;
+    {
+      // An open capture holds a stream of the context that the driver may
+      // only end on the capturing thread: refuse, destroying nothing.
+      VYRE_ASSIGN_OR_RETURN(std::shared_ptr<vyre::Context> open,
+                            vyre::Contexts().Lookup(context.bits, what));
+      if (vyre::UserCaptureOpen(*open)) {
+        return vyre::Errorf(VYRE_STATUS_INVALID_STATE,
+                            "%s: the context has an open capture (vyre_capture_begin). Fix: end "
+                            "it with vyre_capture_end (on the thread that began it), then "
+                            "destroy the context.",
+                            what);
+      }
+    }
     VYRE_ASSIGN_OR_RETURN(std::shared_ptr<vyre::Context> ctx,
                           vyre::Contexts().Remove(context.bits, what));
     const CUdevice device = ctx->cu_device();
@@ -174,6 +188,7 @@ VYRE_API vyre_status vyre_context_wait_stream(vyre_context context, uint64_t cu_
     VYRE_ASSIGN_OR_RETURN(std::shared_ptr<vyre::Context> ctx,
                           vyre::Contexts().Lookup(context.bits, what));
     VYRE_RETURN_IF_ERROR(vyre::CheckForeignStream(what, cu_stream));
+    VYRE_RETURN_IF_ERROR(vyre::RefuseCaptureStream(cu_stream, what));
     return ctx->WaitForStream(reinterpret_cast<CUstream>(cu_stream), what);
   });
 }
@@ -184,6 +199,7 @@ VYRE_API vyre_status vyre_context_signal_stream(vyre_context context, uint64_t c
     VYRE_ASSIGN_OR_RETURN(std::shared_ptr<vyre::Context> ctx,
                           vyre::Contexts().Lookup(context.bits, what));
     VYRE_RETURN_IF_ERROR(vyre::CheckForeignStream(what, cu_stream));
+    VYRE_RETURN_IF_ERROR(vyre::RefuseCaptureStream(cu_stream, what));
     return ctx->SignalStream(reinterpret_cast<CUstream>(cu_stream), what);
   });
 }

@@ -7,6 +7,7 @@
 #include "graph/graph.h"
 #include "graph/graph_replay.h"
 #include "graph/sequence.h"
+#include "graph/user_capture.h"
 #include "runtime/dispatch/pending_work.h"
 
 using vyre::Errorf;
@@ -117,6 +118,7 @@ VYRE_API vyre_status vyre_graph_launch(vyre_graph graph, const vyre_graph_replay
   const char* what = "vyre_graph_launch";
   return vyre::ApiCall(what, [&]() -> absl::Status {
     VYRE_RETURN_IF_ERROR(vyre::CheckForeignStream(what, cu_stream));
+    VYRE_RETURN_IF_ERROR(vyre::RefuseCaptureStream(cu_stream, what));
     return vyre::ReplayAsync(graph, desc, reinterpret_cast<CUstream>(cu_stream), out, what);
   });
 }
@@ -164,6 +166,17 @@ VYRE_API vyre_status vyre_graph_node_info_get(vyre_graph graph, uint64_t node_in
     VYRE_RETURN_IF_ERROR(vyre::CheckOutStruct(what, "vyre_graph_node_info", out));
     VYRE_ASSIGN_OR_RETURN(vyre_graph_node_info info, g->NodeInfo(node_index, what));
     return vyre::WriteOutStruct(what, "vyre_graph_node_info", out, info);
+  });
+}
+
+VYRE_API vyre_status vyre_graph_node_info_set(vyre_graph graph, uint64_t node_index,
+                                              const vyre_graph_node_info* info, uint32_t flags) {
+  const char* what = "vyre_graph_node_info_set";
+  return vyre::ApiCall(what, [&]() -> absl::Status {
+    VYRE_ASSIGN_OR_RETURN(std::shared_ptr<vyre::Graph> g, vyre::Graphs().Lookup(graph.bits, what));
+    vyre_graph_node_info in;
+    VYRE_RETURN_IF_ERROR(vyre::ReadDescriptor(what, "vyre_graph_node_info", info, &in));
+    return g->SetNodeInfo(node_index, in, flags, what);
   });
 }
 

@@ -76,9 +76,11 @@ absl::Status CheckKernelNode(CUgraphNode node, const RecordedOp& op, size_t inde
   return absl::OkStatus();
 }
 
-// Reads the graph's nodes and checks them, in order, against `ops`.
-absl::Status TakeInventory(CUgraph graph, const std::vector<RecordedOp>& ops,
+// Reads the graph's nodes and checks them, in order, against the recorded
+// ops, and keeps each memset node's captured parameters in its op.
+absl::Status TakeInventory(CUgraph graph, std::vector<RecordedOp>* recorded,
                            std::vector<CUgraphNode>* nodes, const char* what) {
+  std::vector<RecordedOp>& ops = *recorded;
   size_t count = 0;
   VYRE_CU(what, cuGraphGetNodes, graph, nullptr, &count);
   if (count != ops.size()) {
@@ -110,12 +112,46 @@ absl::Status TakeInventory(CUgraph graph, const std::vector<RecordedOp>& ops,
       if (params.dst != ops[i].memset_dst) {
         return InventoryMismatch(what, "a memset of another address", i);
       }
+      ops[i].memset = params;
     }
   }
   return absl::OkStatus();
 }
 
 }  // namespace
+
+absl::StatusOr<ExecutableGraph> InstantiateCaptured(GraphGuard graph, const char* what) {
+  ExecutableGraph out;
+  out.graph = std::move(graph);
+  size_t count = 0;
+  VYRE_CU(what, cuGraphGetNodes, out.graph.get(), nullptr, &count);
+  out.nodes.assign(count, nullptr);
+  out.ops.resize(count);
+  if (count > 0) VYRE_CU(what, cuGraphGetNodes, out.graph.get(), out.nodes.data(), &count);
+  for (size_t i = 0; i < out.nodes.size(); ++i) {
+    CUgraphNodeType type;
+    VYRE_CU(what, cuGraphNodeGetType, out.nodes[i], &type);
+    RecordedOp& op = out.ops[i];
+    op.kind = NodeKindOf(type);
+    if (op.kind == VYRE_GRAPH_NODE_MEMSET) {
+      VYRE_CU(what, cuGraphMemsetNodeGetParams, out.nodes[i], &op.memset);
+      op.memset_dst = op.memset.dst;
+    } else if (op.kind == VYRE_GRAPH_NODE_KERNEL) {
+      CUDA_KERNEL_NODE_PARAMS params{};
+      VYRE_CU(what, cuGraphKernelNodeGetParams, out.nodes[i], &params);
+      op.function = params.func;
+      op.shape.grid[0] = params.gridDimX;
+      op.shape.grid[1] = params.gridDimY;
+      op.shape.grid[2] = params.gridDimZ;
+      op.shape.block[0] = params.blockDimX;
+      op.shape.block[1] = params.blockDimY;
+      op.shape.block[2] = params.blockDimZ;
+      op.shape.shared_bytes = params.sharedMemBytes;
+    }
+  }
+  VYRE_CU(what, cuGraphInstantiateWithFlags, out.exec.out(), out.graph.get(), 0);
+  return out;
+}
 
 absl::StatusOr<ExecutableGraph> CaptureGraph(CUstream stream, const RecordFn& record,
                                              const char* what, bool* capture_stuck) {
@@ -151,7 +187,7 @@ absl::StatusOr<ExecutableGraph> CaptureGraph(CUstream stream, const RecordFn& re
                   "update the NVIDIA driver, or dispatch without a graph.",
                   what);
   }
-  VYRE_RETURN_IF_ERROR(TakeInventory(raw, out.ops, &out.nodes, what));
+  VYRE_RETURN_IF_ERROR(TakeInventory(raw, &out.ops, &out.nodes, what));
   VYRE_CU(what, cuGraphInstantiateWithFlags, out.exec.out(), raw, 0);
   return out;
 }

@@ -37,6 +37,14 @@ struct RecordedOp {
   const Program* program = nullptr;
   LaunchShape shape;
   KernelValues values;
+  // Last, after the fields recorders fill positionally.
+  // MEMSET: the node's parameters as the next replay runs them: read from
+  // the captured node, then kept current by rebinding and
+  // vyre_graph_node_info_set (the driver cannot read an executable graph's
+  // node back).
+  CUDA_MEMSET_NODE_PARAMS memset{};
+  // KERNEL of captured work (program null): the function the driver reports.
+  CUfunction function = nullptr;
 };
 
 // Enqueues the work to record on `stream` and describes each operation.
@@ -58,6 +66,11 @@ struct ExecutableGraph {
 // current.
 absl::StatusOr<ExecutableGraph> CaptureGraph(CUstream stream, const RecordFn& record,
                                              const char* what, bool* capture_stuck);
+
+// Instantiates a graph captured from a caller's work (vyre_capture_end): the
+// node inventory is the driver's, each op described from its node (kind; a
+// memset's parameters; a kernel's function and shape, no program).
+absl::StatusOr<ExecutableGraph> InstantiateCaptured(GraphGuard graph, const char* what);
 
 // Classifies a driver node type.
 vyre_graph_node_kind NodeKindOf(CUgraphNodeType type);

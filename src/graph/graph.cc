@@ -105,7 +105,10 @@ absl::StatusOr<vyre_graph_node_info> Graph::NodeInfo(uint64_t index, const char*
   if (kind == VYRE_GRAPH_NODE_KERNEL) {
     // The recorded op is kept current by every replay's node updates (the
     // driver has no call that reads an executable graph's node back).
-    info.cu_function = reinterpret_cast<uint64_t>(op.program->function());
+    // Captured work has no program: its function as the driver reported it,
+    // and no arguments (the library does not know their sizes).
+    info.cu_function = reinterpret_cast<uint64_t>(
+        op.program != nullptr ? op.program->function() : op.function);
     for (int d = 0; d < 3; ++d) {
       info.grid[d] = op.shape.grid[d];
       info.block[d] = op.shape.block[d];
@@ -116,26 +119,26 @@ absl::StatusOr<vyre_graph_node_info> Graph::NodeInfo(uint64_t index, const char*
       info.arguments[i] = op.values[i];
     }
   } else if (kind == VYRE_GRAPH_NODE_MEMSET) {
-    // Value, element size and shape as captured; the destination as the
-    // next replay zeroes it (rebinding moves an OUTPUT binding's memset).
-    driver::ScopedContext bind(context_->cu());
-    VYRE_RETURN_IF_ERROR(bind.status(what));
-    CUDA_MEMSET_NODE_PARAMS params{};
-    VYRE_CU(what, cuGraphMemsetNodeGetParams, full_.nodes[index], &params);
+    // As the next replay runs it: captured, then moved by rebinding (an
+    // OUTPUT binding's zeroing follows its range) or vyre_graph_node_info_set.
+    const CUDA_MEMSET_NODE_PARAMS& params = op.memset;
     info.memset_dst = params.dst;
     info.memset_value = params.value;
     info.memset_element_size = params.elementSize;
     info.memset_width = params.width;
     info.memset_height = params.height;
     info.memset_pitch = params.pitch;
-    for (const Binding& b : bindings_) {
-      if (b.memset_node == static_cast<int>(index)) {
-        info.memset_dst = b.Pointer(device_.device());
-        info.memset_width = b.bytes;
-      }
-    }
   }
   return info;
+}
+
+absl::Status CapturedKernelRefusal(uint64_t index, const char* what) {
+  return Errorf(VYRE_STATUS_INVALID_ARGUMENT,
+                "%s: node %u is a kernel of captured work, whose parameter list the library "
+                "does not know. Fix: change it through the driver "
+                "(cuGraphExecKernelNodeSetParams on vyre_graph_node_info's cu_graph_exec and "
+                "cu_graph_node), or capture it again as you want it.",
+                what, index);
 }
 
 absl::Status Graph::SetKernelNode(size_t index, const RecordedOp& op, const char* what) {
@@ -160,14 +163,8 @@ absl::Status Graph::SetKernelNode(size_t index, const RecordedOp& op, const char
   return absl::OkStatus();
 }
 
-absl::Status Graph::SetMemsetNode(size_t index, CUdeviceptr dst, uint64_t bytes,
+absl::Status Graph::SetMemsetNode(size_t index, const CUDA_MEMSET_NODE_PARAMS& params,
                                   const char* what) {
-  CUDA_MEMSET_NODE_PARAMS params{};
-  params.dst = dst;
-  params.value = 0;
-  params.elementSize = 1;
-  params.width = bytes;
-  params.height = 1;
   VYRE_CU(what, cuGraphExecMemsetNodeSetParams, full_.exec.get(), full_.nodes[index], &params,
           context_->cu());
   if (unchanged_.exec) {
@@ -180,14 +177,12 @@ absl::Status Graph::SetMemsetNode(size_t index, CUdeviceptr dst, uint64_t bytes,
 // Pushes every updatable node's current parameters (after a failed update
 // left the executable graphs in an unknown mix of old and new).
 absl::Status Graph::ApplyAll(const char* what) {
-  const CUdeviceptr slab = device_.device();
-  for (const Binding& b : bindings_) {
-    if (b.memset_node >= 0) {
-      VYRE_RETURN_IF_ERROR(SetMemsetNode(b.memset_node, b.Pointer(slab), b.bytes, what));
-    }
-  }
   for (size_t i = 0; i < full_.ops.size(); ++i) {
-    if (full_.ops[i].kind == VYRE_GRAPH_NODE_KERNEL) {
+    if (full_.ops[i].kind == VYRE_GRAPH_NODE_MEMSET) {
+      VYRE_RETURN_IF_ERROR(SetMemsetNode(i, full_.ops[i].memset, what));
+    }
+    // Kernels of captured work are never changed through the library.
+    if (full_.ops[i].kind == VYRE_GRAPH_NODE_KERNEL && full_.ops[i].program != nullptr) {
       VYRE_RETURN_IF_ERROR(SetKernelNode(i, full_.ops[i], what));
     }
   }
@@ -211,6 +206,7 @@ absl::Status Graph::UpdateKernelNode(uint64_t index, const vyre_kernel_node_upda
                   "(vyre_graph_node_kind_get) is VYRE_GRAPH_NODE_KERNEL.",
                   what, index);
   }
+  if (op.program == nullptr) return CapturedKernelRefusal(index, what);
   constexpr uint32_t kKnown = VYRE_KERNEL_NODE_UPDATE_GRID | VYRE_KERNEL_NODE_UPDATE_SCALARS;
   if (update.flags == 0 || (update.flags & ~kKnown) != 0) {
     return Errorf(VYRE_STATUS_INVALID_ARGUMENT,

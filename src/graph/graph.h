@@ -70,6 +70,19 @@ class Graph {
                                                                const char* what);
   static absl::StatusOr<std::shared_ptr<Graph>> RecordSequence(std::shared_ptr<Sequence> sequence,
                                                                const char* what);
+  // What vyre_capture_end hands over (user_capture.cc): the captured graph,
+  // the parameter words its dispatches read (device, and the pinned copy
+  // each replay uploads them from), and what those dispatches use.
+  struct CapturedWork {
+    GraphGuard graph;
+    OwnedBytes device_params;
+    OwnedBytes pinned_params;
+    std::vector<std::shared_ptr<Buffer>> buffers;
+    std::vector<std::shared_ptr<Program>> programs;
+  };
+  static absl::StatusOr<std::shared_ptr<Graph>> FromCapture(std::shared_ptr<Context> context,
+                                                            CapturedWork work,
+                                                            const char* what);
   ~Graph();
   Graph(const Graph&) = delete;
   Graph& operator=(const Graph&) = delete;
@@ -86,6 +99,9 @@ class Graph {
   absl::StatusOr<vyre_graph_node_info> NodeInfo(uint64_t index, const char* what);
   absl::Status UpdateKernelNode(uint64_t index, const vyre_kernel_node_update& update,
                                 const char* what);
+  // vyre_graph_node_info_set (graph_node_set.cc).
+  absl::Status SetNodeInfo(uint64_t index, const vyre_graph_node_info& info, uint32_t flags,
+                           const char* what);
 
   // Replays, used by GraphReplay. The caller holds mutex() and has made the
   // context current. A graph with host staging (pinned buffers a replay
@@ -170,8 +186,22 @@ class Graph {
   absl::Status CheckNodeIndex(uint64_t index, const char* what) const;
   // Node parameters (graph.cc).
   absl::Status SetKernelNode(size_t index, const RecordedOp& op, const char* what);
-  absl::Status SetMemsetNode(size_t index, CUdeviceptr dst, uint64_t bytes, const char* what);
+  absl::Status SetMemsetNode(size_t index, const CUDA_MEMSET_NODE_PARAMS& params,
+                             const char* what);
   absl::Status ApplyAll(const char* what);
+
+  // vyre_graph_node_info_set's checks (graph_node_set.cc): `info` applied to
+  // a copy of the node's current state, touching nothing.
+  absl::Status CheckNodeIdentity(uint64_t index, const vyre_graph_node_info& info,
+                                 const char* what) const;
+  absl::Status KernelFromInfo(const vyre_graph_node_info& info, bool raw, RecordedOp* op,
+                              const char* what) const;
+  absl::Status KernelArgumentsFromInfo(const vyre_graph_node_info& info, bool raw,
+                                       RecordedOp* op, const char* what) const;
+  absl::Status MemsetFromInfo(const vyre_graph_node_info& info, bool raw,
+                              CUDA_MEMSET_NODE_PARAMS* params, const char* what) const;
+  absl::Status CheckMemsetDestination(const CUDA_MEMSET_NODE_PARAMS& params, bool raw,
+                                      const char* what) const;
 
   // Replaying (graph_launch.cc). A dispatch graph's replay runs as: check
   // the descriptor, resolve its bindings, plan the kernel node changes (all
@@ -181,6 +211,7 @@ class Graph {
   // replay's hot path.
   absl::Status LaunchSequence(const vyre_graph_replay_desc& desc, ReplayWork* work,
                               const char* what);
+  absl::Status LaunchCaptured(const vyre_graph_replay_desc& desc, const char* what);
   ABSL_ATTRIBUTE_ALWAYS_INLINE inline absl::Status LaunchDispatch(
       const vyre_graph_replay_desc& desc, ReplayWork* work, const char* what);
   ABSL_ATTRIBUTE_ALWAYS_INLINE inline absl::Status PlanLaunch(
@@ -222,6 +253,9 @@ class Graph {
   std::shared_ptr<Context> context_;  // first: outlives everything below
   std::shared_ptr<Program> program_;     // dispatch graphs
   std::shared_ptr<Sequence> sequence_;   // sequence graphs
+  bool captured_ = false;                // vyre_capture_end graphs
+  std::vector<std::shared_ptr<Buffer>> captured_buffers_;
+  std::vector<std::shared_ptr<Program>> captured_programs_;
   ExecutableGraph full_;
   ExecutableGraph unchanged_;  // without the input copies (HOST inputs only)
   size_t input_copies_ = 0;    // full_'s leading input-copy nodes
@@ -250,6 +284,9 @@ class Graph {
   GraphLaunchPlan launch_plan_;  // reused by every dispatch replay
   RecyclePool<GraphReplay> recycled_replays_;
 };
+
+// The refusal of a node change to a kernel node of captured work (no program).
+absl::Status CapturedKernelRefusal(uint64_t index, const char* what);
 
 // The process-wide table of graph handles.
 HandleRegistry<Graph>& Graphs();

@@ -14,6 +14,20 @@
 #include "runtime/dispatch/kernel_launch.h"
 
 namespace vyre {
+namespace {
+
+// What an OUTPUT binding's zeroing node does: one row of bytes set to 0.
+CUDA_MEMSET_NODE_PARAMS ZeroFill(CUdeviceptr dst, uint64_t bytes) {
+  CUDA_MEMSET_NODE_PARAMS params{};
+  params.dst = dst;
+  params.value = 0;
+  params.elementSize = 1;
+  params.width = bytes;
+  params.height = 1;
+  return params;
+}
+
+}  // namespace
 
 absl::Status Graph::Launch(const vyre_graph_replay_desc& desc, ReplayWork* work,
                            const char* what) {
@@ -24,6 +38,7 @@ absl::Status Graph::Launch(const vyre_graph_replay_desc& desc, ReplayWork* work,
                   what, desc.flags);
   }
   if (sequence_) return LaunchSequence(desc, work, what);
+  if (captured_) return LaunchCaptured(desc, what);
   absl::Status launched = LaunchDispatch(desc, work, what);
   launch_plan_.Release();
   return launched;
@@ -49,6 +64,30 @@ absl::Status Graph::LaunchSequence(const vyre_graph_replay_desc& desc, ReplayWor
   work->downloads_of = &seq;
   work->pinned = pinned_.host();
   return absl::OkStatus();
+}
+
+// A captured graph replays as captured: nothing to bind or change.
+absl::Status Graph::LaunchCaptured(const vyre_graph_replay_desc& desc, const char* what) {
+  if (desc.bindings != nullptr || desc.binding_count != 0 || desc.element_count != 0 ||
+      desc.param_words != nullptr || desc.param_word_count != 0 || desc.scalars != nullptr ||
+      desc.scalar_count != 0) {
+    return Errorf(VYRE_STATUS_INVALID_ARGUMENT,
+                  "%s: this graph was captured (vyre_capture_end), which takes no bindings, "
+                  "element count, parameter words or scalars at replay. Fix: pass a NULL desc "
+                  "(or only flags); capture again for other buffers or values.",
+                  what);
+  }
+  for (const std::shared_ptr<Buffer>& buffer : captured_buffers_) {
+    if (buffer->freed()) {
+      return Errorf(VYRE_STATUS_STALE_HANDLE,
+                    "%s: a dispatch captured into this graph uses a buffer that was freed. Fix: "
+                    "keep the buffers of captured dispatches until the graph is destroyed, or "
+                    "capture again with live buffers.",
+                    what);
+    }
+  }
+  if (reapply_) VYRE_RETURN_IF_ERROR(ApplyAll(what));
+  return LaunchExec(/*unchanged_inputs=*/false, what);
 }
 
 absl::Status Graph::LaunchDispatch(const vyre_graph_replay_desc& desc, ReplayWork* work,
@@ -338,8 +377,8 @@ absl::Status Graph::PushMemsetUpdates(const GraphLaunchPlan& plan, const char* w
     if (b.memset_node < 0 || b.host) continue;
     const GraphLaunchPlan::Binding& n = plan.bindings[i];
     if (n.buffer == b.buffer && n.offset == b.offset && n.bytes == b.bytes) continue;
-    VYRE_RETURN_IF_ERROR(
-        SetMemsetNode(b.memset_node, n.buffer->device() + n.offset, n.bytes, what));
+    VYRE_RETURN_IF_ERROR(SetMemsetNode(
+        b.memset_node, ZeroFill(n.buffer->device() + n.offset, n.bytes), what));
   }
   return absl::OkStatus();
 }
@@ -367,6 +406,12 @@ void Graph::CommitPlan(const vyre_graph_replay_desc& desc, GraphLaunchPlan* plan
     Binding& b = bindings_[i];
     if (b.decl->role == VYRE_ROLE_SHARED || b.host) continue;
     GraphLaunchPlan::Binding& n = plan->bindings[i];
+    if (b.memset_node >= 0 &&
+        (n.buffer != b.buffer || n.offset != b.offset || n.bytes != b.bytes)) {
+      // The node zeroes the new range now (PushMemsetUpdates), whatever
+      // vyre_graph_node_info_set had made of it.
+      full_.ops[b.memset_node].memset = ZeroFill(n.buffer->device() + n.offset, n.bytes);
+    }
     b.buffer = std::move(n.buffer);
     b.offset = n.offset;
     b.bytes = n.bytes;

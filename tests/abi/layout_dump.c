@@ -100,6 +100,10 @@ int main(void) {
   FIELD(vyre_buffer_wrap_desc, device_pointer);
   FIELD(vyre_buffer_wrap_desc, bytes);
 
+  STRUCT(vyre_capture_desc);
+  FIELD(vyre_capture_desc, struct_size);
+  FIELD(vyre_capture_desc, mode);
+  FIELD(vyre_capture_desc, param_bytes);
   STRUCT(vyre_graph_node_info);
   FIELD(vyre_graph_node_info, struct_size);
   FIELD(vyre_graph_node_info, kind);

@@ -89,6 +89,21 @@ std::vector<HandleCall> AllHandleCalls() {
        [](uint64_t bits) { return vyre_context_trim(vyre_context{bits}); }},
       {"vyre_context_selftest", K::kContext,
        [](uint64_t bits) { return vyre_context_selftest(vyre_context{bits}); }},
+      {"vyre_capture_begin", K::kContext,
+       [](uint64_t bits) {
+         uint64_t stream = 0;
+         return vyre_capture_begin(vyre_context{bits}, nullptr, &stream);
+       }},
+      {"vyre_capture_end", K::kContext,
+       [](uint64_t bits) {
+         vyre_graph graph{0};
+         return vyre_capture_end(vyre_context{bits}, &graph);
+       }},
+      {"vyre_capture_dispatch", K::kProgram,
+       [](uint64_t bits) {
+         vyre_dispatch_desc desc = VYRE_DISPATCH_DESC_INIT;
+         return vyre_capture_dispatch(vyre_program{bits}, &desc);
+       }},
       {"vyre_buffer_alloc", K::kContext,
        [](uint64_t bits) {
          vyre_buffer buffer{0};
@@ -217,6 +232,12 @@ std::vector<HandleCall> GraphHandleCalls() {
        [](uint64_t bits) {
          vyre_graph_node_info info = VYRE_GRAPH_NODE_INFO_INIT;
          return vyre_graph_node_info_get(vyre_graph{bits}, 0, &info);
+       }},
+      {"vyre_graph_node_info_set", K::kGraph,
+       [](uint64_t bits) {
+         vyre_graph_node_info info = VYRE_GRAPH_NODE_INFO_INIT;
+         info.kind = VYRE_GRAPH_NODE_KERNEL;
+         return vyre_graph_node_info_set(vyre_graph{bits}, 0, &info, 0);
        }},
       {"vyre_graph_destroy", K::kGraph,
        [](uint64_t bits) { return vyre_graph_destroy(vyre_graph{bits}); }},

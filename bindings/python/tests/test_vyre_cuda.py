@@ -1946,6 +1946,26 @@ class GraphTest(unittest.TestCase):
                 graph.node_info(graph.info()["node_count"])
             self.assertEqual(caught.exception.status, vc.Status.OUT_OF_RANGE)
 
+    def test_resident_graph_launch_on_a_stream(self):
+        n = 1000
+        a, b = self.data(n)
+        with self.ctx.upload(a) as da, self.ctx.upload(b) as db, \
+                self.ctx.alloc(4 * n) as dout, \
+                self.add.record([da, db, dout], params=[n]) as graph:
+            dout.upload(array.array("I", [0xA5A5A5A5]) * n)
+            with graph.launch(vc.STREAM_LEGACY) as pending:
+                outs = pending.wait()
+            self.assertEqual(list(outs), [None, None, None])
+            check_sum(self, a, b, dout.download(), "resident graph launched on stream 1")
+            # New data through rebound resident buffers, on the same stream.
+            a2, b2 = self.data(n)
+            with self.ctx.upload(a2) as da2, self.ctx.upload(b2) as db2:
+                dout.upload(array.array("I", [0xA5A5A5A5]) * n)
+                graph.launch(vc.STREAM_LEGACY, [da2, db2, dout]).wait()
+                check_sum(self, a2, b2, dout.download(), "rebound and launched on stream 1")
+            e = self.expect_status(vc.Status.INVALID_ARGUMENT, graph.launch, 0)
+            self.assertIn("cu_stream is 0", e.message)
+
     def test_host_graph_replay(self):
         n = 1000
         a, b = self.data(n)

@@ -226,7 +226,13 @@ class Graph(_Object):
         stream's cuda_stream), STREAM_LEGACY or STREAM_PER_THREAD (0 is
         refused). The graph starts after the work already on `stream`, and
         work enqueued there later starts after the graph; otherwise as
-        replay_async (host outputs are written by Pending.wait())."""
+        replay_async (host outputs are written by Pending.wait()).
+
+        `stream` also orders foreign arrays bound here, as replay_async's
+        `stream` does. bindings, params, scalars, element_count and flags
+        are replay's. A library without vyre_graph_launch raises
+        LibraryLoadError with a Fix."""
+        _loader._require("vyre_graph_launch", "Graph.launch")
         return self._enqueue("vyre_graph_launch", (_unsigned(stream, 64, "stream"),), bindings,
                              params, scalars, element_count, flags, stream)
 

@@ -192,8 +192,8 @@ CUresult fake_cuGraphMemsetNodeGetParams(CUgraphNode node, CUDA_MEMSET_NODE_PARA
   params->dst = n->dst;
   params->pitch = 0;
   params->value = n->value;
-  params->elementSize = 1;
-  params->width = n->bytes;
+  params->elementSize = n->element_size;
+  params->width = n->bytes / n->element_size;
   params->height = 1;
   return CUDA_SUCCESS;
 }

@@ -203,17 +203,22 @@ CUresult fake_cuGraphExecMemsetNodeSetParams(CUgraphExec exec, CUgraphNode node,
     return Misuse(CUDA_ERROR_INVALID_CONTEXT, "%s: context %p is not the node's context", fn,
                   static_cast<void*>(context));
   }
-  if (params->elementSize != 1 || params->height != 1 || params->width == 0 ||
-      params->value > 0xFF) {
+  // The driver's rules: a non-empty one-row memset of 1, 2 or 4-byte
+  // elements (aligned to them) whose value fits the element.
+  const unsigned size = params->elementSize;
+  if ((size != 1 && size != 2 && size != 4) || params->height != 1 || params->width == 0 ||
+      (size < 4 && (params->value >> (8 * size)) != 0) || params->dst % size != 0) {
     return Misuse(CUDA_ERROR_INVALID_VALUE,
-                  "%s: elementSize %u height %zu width %zu value 0x%x: a byte memset node stays "
-                  "a non-empty one-row byte memset",
-                  fn, params->elementSize, params->height, params->width, params->value);
+                  "%s: elementSize %u height %zu width %zu value 0x%x dst 0x%llx: a memset node "
+                  "stays a non-empty one-row memset of aligned 1, 2 or 4-byte elements",
+                  fn, size, params->height, params->width, params->value,
+                  static_cast<unsigned long long>(params->dst));
   }
-  if (CUresult r = CheckDeviceRange(params->dst, params->width, fn)) return r;
+  if (CUresult r = CheckDeviceRange(params->dst, params->width * size, fn)) return r;
   n->dst = params->dst;
-  n->value = static_cast<unsigned char>(params->value);
-  n->bytes = params->width;
+  n->value = params->value;
+  n->element_size = size;
+  n->bytes = params->width * size;
   return CUDA_SUCCESS;
 }
 

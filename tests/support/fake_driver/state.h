@@ -87,7 +87,8 @@ struct FakeGraphNode {
   int device = -1;
   bool peer = false;
   size_t bytes = 0;
-  unsigned char value = 0;         // memset
+  uint32_t value = 0;              // memset: each element's value
+  unsigned element_size = 1;       // memset: 1, 2 or 4 bytes (`bytes` is the total)
   // Kernels: the function is named by its module's load and its name.
   uint64_t module_serial = 0;
   std::string kernel;

@@ -94,7 +94,10 @@ void RunTransfer(const FakeGraphNode& n) {
       ++(n.peer ? st.memcpy_peer : st.memcpy_dtod);
       break;
     case NodeOp::kMemset:
-      if (n.bytes > 0) std::memset(dst, n.value, n.bytes);
+      // Element by element, little-endian, as the device stores them.
+      for (size_t at = 0; at < n.bytes; at += n.element_size) {
+        std::memcpy(static_cast<unsigned char*>(dst) + at, &n.value, n.element_size);
+      }
       ++st.memsets;
       break;
     case NodeOp::kKernel:

@@ -1308,6 +1308,51 @@ fn graph_launch_on_a_stream_and_node_info() {
 }
 
 #[test]
+fn host_graph_launched_on_a_stream_writes_outputs_at_the_wait() {
+    with_context!(ctx);
+    let add = add_program(&ctx);
+    let n = 1000;
+    let mut rng = Rng::new(29);
+    let (a, b) = (rng.u32s(n), rng.u32s(n));
+    let mut sample_out = vec![0u32; n];
+    let graph = add
+        .record(
+            &Dispatch::new()
+                .arg(Arg::input(&a))
+                .arg(Arg::input(&b))
+                .arg(Arg::output(&mut sample_out))
+                .params(&[n as u32]),
+        )
+        .unwrap();
+    let (a2, b2) = (rng.u32s(n), rng.u32s(n));
+    let mut out = vec![0xA5A5_A5A5u32; n];
+    let mut pending = graph
+        .launch_on_stream(
+            Replay::new()
+                .arg(Arg::input(&a2))
+                .arg(Arg::input(&b2))
+                .arg(Arg::output(&mut out)),
+            1,
+        )
+        .unwrap();
+    pending.wait().unwrap();
+    drop(pending);
+    check_sum(&a2, &b2, &out, "host graph launched on stream 1");
+    let e = assert_error(
+        graph.launch_on_stream(
+            Replay::new()
+                .arg(Arg::input(&a2))
+                .arg(Arg::input(&b2))
+                .arg(Arg::output(&mut out)),
+            0,
+        ),
+        Status::InvalidArgument,
+    );
+    assert!(e.message().contains("cu_stream is 0"), "{e}");
+    assert_no_misuse();
+}
+
+#[test]
 fn sequence_run_matches_its_graph() {
     with_context!(ctx);
     let add = add_program(&ctx);
