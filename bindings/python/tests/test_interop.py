@@ -6,7 +6,8 @@ Run from bindings/python:  python3 -m unittest discover -s tests -v
 the capsule tests run and the rest skip; on the fake driver
 (VYRE_CUDA_TEST_FAKE_DRIVER=1) everything but CuPy/PyTorch runs; on a GPU
 with VYRE_CUDA_REQUIRE_GPU=1 a missing GPU fails, a missing CuPy or
-PyTorch skips.
+PyTorch skips. On a GPU, CuPy and PyTorch work is also captured on a
+Context.capture stream around a library dispatch and the graph replayed.
 """
 
 import array
@@ -778,6 +779,68 @@ class CupyTest(unittest.TestCase):
             self.prog.dispatch([ca[::2], cb[::2], cout[::2]], params=[n // 2])
         self.assertIn("Fix:", str(cm.exception))
 
+    def test_capture_cupy_work_around_a_dispatch(self):
+        """CuPy kernels enqueued on the capture stream around a library
+        dispatch become one graph; each replay runs all of it in order."""
+        if not vc.has_function("vyre_capture_begin"):
+            self.skipTest("the loaded library has no vyre_capture_begin")
+        cp = self.cp
+        n = (1 << 16) + 3
+        a = random_u32(n, self.rng)
+        b = random_u32(n, self.rng)
+        poison = array.array(U32, [0xA5A5A5A5]) * n
+        with self.ctx.upload(a) as da, self.ctx.upload(b) as db, \
+                self.ctx.upload(poison) as dout:
+            # Views and outputs made, and CuPy's kernels loaded, before the
+            # capture: it forbids allocations and module loads.
+            ca = cp.asarray(da.as_array("uint32"))
+            cout = cp.asarray(dout.as_array("uint32"))
+            result = cp.full(n, 0xA5A5A5A5, dtype=cp.uint32)
+            scratch = cp.zeros(n, dtype=cp.uint32)
+            cp.add(scratch, 1, out=scratch)
+            cp.multiply(scratch, 3, out=result)
+            cp.cuda.runtime.deviceSynchronize()
+            result.fill(0xA5A5A5A5)
+            cp.cuda.runtime.deviceSynchronize()
+            with self.ctx.capture() as cap:
+                stream = cp.cuda.ExternalStream(cap.stream)
+                with stream:
+                    cp.add(ca, 1, out=ca)                       # a += 1
+                cap.dispatch(self.prog, [da, db, dout], params=[n])  # out = a + b
+                with stream:
+                    cp.multiply(cout, 3, out=result)            # result = 3 * out
+            graph = cap.graph
+            # Captured, not run.
+            self.assertEqual(list(array.array(U32, bytes(da.download()))), list(a))
+            self.assertEqual(bytes(dout.download()), poison.tobytes())
+            self.assertGreaterEqual(graph.info()["kernel_node_count"], 3)
+            other = cp.cuda.Stream(non_blocking=True)
+            expected_a = list(a)
+            for round_ in range(3):
+                dout.upload(poison)
+                result.fill(0xA5A5A5A5)
+                cp.cuda.runtime.deviceSynchronize()
+                if round_ < 2:
+                    graph.replay()
+                    got = result.get()
+                else:
+                    # Ordered on a CuPy stream: its later work follows the graph.
+                    with graph.launch(other.ptr) as pending:
+                        got = result.get(stream=other)
+                        other.synchronize()
+                        pending.wait()
+                expected_a = [(x + 1) & 0xFFFFFFFF for x in expected_a]
+                expected_out = [(x + y) & 0xFFFFFFFF for x, y in zip(expected_a, b)]
+                self.assertEqual(list(array.array(U32, bytes(da.download()))), expected_a,
+                                 f"a after replay {round_}")
+                self.assertEqual(list(array.array(U32, bytes(dout.download()))), expected_out,
+                                 f"out after replay {round_}")
+                self.assertEqual([int(v) for v in got],
+                                 [(3 * x) & 0xFFFFFFFF for x in expected_out],
+                                 f"CuPy's result after replay {round_}")
+            graph.close()
+            del ca, cout
+
 
 class TorchTest(unittest.TestCase):
     @classmethod
@@ -858,6 +921,69 @@ class TorchTest(unittest.TestCase):
                 pending.close()
             s.synchronize()
             self.assertTrue(torch.equal(tout2, torch.full_like(tout2, 122)), f"async {it}")
+
+    def test_capture_torch_work_around_a_dispatch(self):
+        """PyTorch kernels enqueued on the capture stream around a library
+        dispatch become one graph; each replay runs all of it in order."""
+        if not vc.has_function("vyre_capture_begin"):
+            self.skipTest("the loaded library has no vyre_capture_begin")
+        torch = self.torch
+        n = (1 << 16) + 7
+        # Small values: int32 arithmetic below never overflows.
+        a = array.array("i", (self.rng.randrange(1, 2 ** 28) for _ in range(n)))
+        b = array.array("i", (self.rng.randrange(1, 2 ** 28) for _ in range(n)))
+        poison = array.array("i", [-0x5A5A5A5B]) * n
+        with self.ctx.upload(a) as da, self.ctx.upload(b) as db, \
+                self.ctx.upload(poison) as dout:
+            # Views and outputs made, and PyTorch's kernels loaded, before
+            # the capture: it forbids allocations and module loads.
+            ta = torch.from_dlpack(da.as_array("int32"))
+            tout = torch.from_dlpack(dout.as_array("int32"))
+            tres = torch.empty(n, dtype=torch.int32, device=ta.device)
+            scratch = torch.zeros(n, dtype=torch.int32, device=ta.device)
+            scratch.add_(1)
+            torch.mul(scratch, 3, out=tres)
+            tres.fill_(-1)
+            torch.cuda.synchronize()
+            with self.ctx.capture() as cap:
+                stream = torch.cuda.ExternalStream(cap.stream, device=ta.device)
+                with torch.cuda.stream(stream):
+                    ta.add_(1)                                  # a += 1
+                cap.dispatch(self.prog, [da, db, dout], params=[n])  # out = a + b
+                with torch.cuda.stream(stream):
+                    torch.mul(tout, 3, out=tres)                # tres = 3 * out
+            graph = cap.graph
+            # Captured, not run.
+            self.assertEqual(list(array.array("i", bytes(da.download()))), list(a))
+            self.assertEqual(bytes(dout.download()), poison.tobytes())
+            self.assertGreaterEqual(graph.info()["kernel_node_count"], 3)
+            other = torch.cuda.Stream(device=ta.device)
+            expected_a = list(a)
+            for round_ in range(3):
+                dout.upload(poison)
+                tres.fill_(-1)
+                torch.cuda.synchronize()
+                if round_ < 2:
+                    graph.replay()
+                    got = tres.cpu().tolist()
+                else:
+                    # Ordered on a PyTorch stream: its later work follows the graph.
+                    with graph.launch(other.cuda_stream) as pending:
+                        with torch.cuda.stream(other):
+                            copy = tres.clone()
+                        other.synchronize()
+                        pending.wait()
+                    got = copy.cpu().tolist()
+                expected_a = [x + 1 for x in expected_a]
+                expected_out = [x + y for x, y in zip(expected_a, b)]
+                self.assertEqual(list(array.array("i", bytes(da.download()))), expected_a,
+                                 f"a after replay {round_}")
+                self.assertEqual(list(array.array("i", bytes(dout.download()))), expected_out,
+                                 f"out after replay {round_}")
+                self.assertEqual(got, [3 * x for x in expected_out],
+                                 f"PyTorch's result after replay {round_}")
+            graph.close()
+            del ta, tout
 
 
 class NumbaTest(unittest.TestCase):

@@ -85,6 +85,18 @@ dispatch_async(): their pointer, size, device and current stream are read
 directly and bound through a wrap the Context keeps per (pointer, bytes)
 (see the package README, "PyTorch tensors and CuPy arrays").
 
+Caller work (CuPy, PyTorch, raw driver calls on the capture stream) and
+library dispatches are captured into one graph:
+
+        with ctx.capture() as cap:
+            with cupy.cuda.ExternalStream(cap.stream):
+                x += 1                          # captured, not run
+            cap.dispatch(prog, [da, db, dout], params=[n])
+        cap.graph.replay()                      # runs all of it, in order
+
+and a recorded node is changed in place: info = graph.node_info(k), edit
+it, graph.set_node_info(k, info) (raw=True for unchecked pointer slots).
+
 Buffers are shared between processes of one machine through CUDA IPC:
 
         handle = buf.export_ipc()           # 128 bytes; send them anywhere
@@ -114,7 +126,8 @@ if os.environ.get("VYRE_CUDA_EXTENSION_DIR"):
 from . import _dlpack
 from ._cdefs import (BUFFER_COPY_FLAG_STAGED, BUFFER_INFO_FLAG_BORROWED, BUFFER_INFO_FLAG_IMPORTED,
                      C_STRUCTS, DISPATCH_FLAG_COOPERATIVE, IPC_HANDLE_BYTES, IpcHandleStruct,
-                     GRAPH_NODE_MAX_ARGUMENTS, GraphNodeInfoStruct,
+                     GRAPH_NODE_MAX_ARGUMENTS, GRAPH_NODE_SET_RAW, GraphNodeInfoStruct,
+                     CaptureDescStruct, CaptureMode,
                      DISPATCH_FLAG_DEVICE_TIMING, EGRAPH_REBUILD_COLLIDING_HASH,
                      EGRAPH_REBUILD_DEVICE_TIMING, EGRAPH_REBUILD_RESET, KERNEL_NODE_UPDATE_GRID,
                      KERNEL_NODE_UPDATE_SCALARS, STREAM_LEGACY, STREAM_PER_THREAD, VERSION_MAJOR,
@@ -138,8 +151,8 @@ from ._context import (Buffer, BufferRange, Context, _Object, device_can_access_
 from ._interop import DeviceArray, _dtype
 from ._program import (Binding, Outputs, Pending, Program, _dim3, _marshal_bindings, _u32_array,
                        f32, f64)
-from ._graph import (CopyStep, DispatchStep, DownloadStep, FillStep, Graph, Repeat, Sequence,
-                     Step, UploadStep)
+from ._graph import (Capture, CopyStep, DispatchStep, DownloadStep, FillStep, Graph, Repeat,
+                     Sequence, Step, UploadStep)
 from ._egraph import EgraphImage, EgraphRebuildResult
 
 __all__ = [
@@ -158,7 +171,7 @@ __all__ = [
     "device_info", "set_log_callback", "f32", "f64",
     "BUFFER_INFO_FLAG_BORROWED", "BUFFER_COPY_FLAG_STAGED", "DeviceArray", "STREAM_LEGACY",
     "STREAM_PER_THREAD", "BUFFER_INFO_FLAG_IMPORTED", "IPC_HANDLE_BYTES",
-    "GRAPH_NODE_MAX_ARGUMENTS",
+    "GRAPH_NODE_MAX_ARGUMENTS", "GRAPH_NODE_SET_RAW", "CaptureMode", "Capture",
 ]
 
 # Importable from here as when the package was one module, though not in
@@ -171,6 +184,7 @@ _COMPAT = (C_STRUCTS, _OPTIONAL, _PROTOTYPES, BindingDeclStruct, BufferHandle, B
            EgraphImageDescStruct,
            EgraphImageHandle, EgraphImageInfoStruct, EgraphRebuildDescStruct,
            EgraphRebuildResultStruct, GraphHandle, GraphInfoStruct, GraphNodeInfoStruct,
+           CaptureDescStruct,
            GraphReplayDescStruct,
            KernelNodeUpdateStruct, KernelParamStruct, LogCallbackType, PendingHandle,
            ProgramDescStruct, ProgramHandle, SequenceDescStruct, SequenceHandle,

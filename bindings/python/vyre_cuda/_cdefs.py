@@ -36,6 +36,9 @@ IPC_HANDLE_BYTES = 128
 #: Kernel arguments vyre_graph_node_info reports (VYRE_GRAPH_NODE_MAX_ARGUMENTS).
 GRAPH_NODE_MAX_ARGUMENTS = 16
 BUFFER_COPY_FLAG_STAGED = 1 << 0
+#: vyre_graph_node_info_set: take the node's fields as given (unchecked
+#: pointer slots, dynamic shared memory, memset destination).
+GRAPH_NODE_SET_RAW = 1 << 0
 #: CU_STREAM_LEGACY and CU_STREAM_PER_THREAD, as stream arguments.
 STREAM_LEGACY = 1
 STREAM_PER_THREAD = 2
@@ -130,6 +133,18 @@ class GraphNodeKind(enum.IntEnum):
     CONDITIONAL = 10
     MEM_ALLOC = 11
     MEM_FREE = 12
+
+
+class CaptureMode(enum.IntEnum):
+    """vyre_capture_desc.mode: which threads' "unsafe" CUDA calls (allocations,
+    frees, module loads, synchronisations) the driver forbids while a capture
+    is open."""
+    #: The capturing thread's own (the default).
+    THREAD_LOCAL = 0
+    #: Every thread's of the process.
+    GLOBAL = 1
+    #: None.
+    RELAXED = 2
 
 
 class StepKind(enum.IntEnum):
@@ -446,6 +461,15 @@ class KernelNodeUpdateStruct(Structure):
     ]
 
 
+class CaptureDescStruct(Structure):
+    _c_name_ = "vyre_capture_desc"
+    _fields_ = [
+        ("struct_size", c_uint32),
+        ("mode", c_uint32),
+        ("param_bytes", c_uint64),
+    ]
+
+
 class SequenceStepStruct(Structure):
     _c_name_ = "vyre_sequence_step"
     _fields_ = [
@@ -565,7 +589,8 @@ C_STRUCTS = (ContextHandle, BufferHandle, ProgramHandle, PendingHandle, GraphHan
              BufferWrapDescStruct, BufferCopyDescStruct, IpcHandleStruct,
              BindingDeclStruct, KernelParamStruct, ProgramDescStruct, DispatchBindingStruct,
              DispatchDescStruct, TimingStruct, GraphReplayDescStruct, GraphInfoStruct,
-             GraphNodeInfoStruct, KernelNodeUpdateStruct, SequenceStepStruct, SequenceDescStruct,
+             GraphNodeInfoStruct, KernelNodeUpdateStruct, CaptureDescStruct, SequenceStepStruct,
+             SequenceDescStruct,
              EgraphImageDescStruct, EgraphImageInfoStruct, EgraphRebuildResultStruct,
              EgraphRebuildDescStruct, EgraphAppendDescStruct)
 
@@ -660,6 +685,11 @@ _PROTOTYPES = {
     "vyre_graph_launch": (_S, [GraphHandle, POINTER(GraphReplayDescStruct), c_uint64,
                                POINTER(PendingHandle)]),
     "vyre_graph_node_info_get": (_S, [GraphHandle, c_uint64, POINTER(GraphNodeInfoStruct)]),
+    "vyre_graph_node_info_set": (_S, [GraphHandle, c_uint64, POINTER(GraphNodeInfoStruct),
+                                      c_uint32]),
+    "vyre_capture_begin": (_S, [ContextHandle, POINTER(CaptureDescStruct), POINTER(c_uint64)]),
+    "vyre_capture_dispatch": (_S, [ProgramHandle, POINTER(DispatchDescStruct)]),
+    "vyre_capture_end": (_S, [ContextHandle, POINTER(GraphHandle)]),
     "vyre_graph_destroy": (_S, [GraphHandle]),
     "vyre_graph_info_get": (_S, [GraphHandle, POINTER(GraphInfoStruct)]),
     "vyre_graph_node_kind_get": (_S, [GraphHandle, c_uint64, POINTER(_c_enum)]),
@@ -696,4 +726,6 @@ _OPTIONAL = frozenset({"vyre_buffer_wrap", "vyre_context_wait_stream",
                        "vyre_egraph_changed_read", "vyre_buffer_copy",
                        "vyre_buffer_copy_async", "vyre_device_can_access_peer",
                        "vyre_buffer_export_ipc", "vyre_buffer_import_ipc",
-                       "vyre_graph_launch", "vyre_graph_node_info_get"})
+                       "vyre_graph_launch", "vyre_graph_node_info_get",
+                       "vyre_graph_node_info_set", "vyre_capture_begin",
+                       "vyre_capture_dispatch", "vyre_capture_end"})

@@ -17,7 +17,7 @@ from . import _dlpack, _loader
 from ._cdefs import (BUFFER_COPY_FLAG_STAGED, BUFFER_INFO_FLAG_BORROWED,
                      BUFFER_INFO_FLAG_IMPORTED, IPC_HANDLE_BYTES, BufferCopyDescStruct,
                      BufferHandle, BufferInfoStruct, BufferWrapDescStruct, ContextDescStruct,
-                     IpcHandleStruct,
+                     CaptureMode, IpcHandleStruct,
                      ContextHandle, DeviceInfoStruct, Dim3, DownloadRangeStruct, LogCallbackType,
                      LogLevel, PendingHandle, Role, TelemetryStruct, UploadRangeStruct, _new,
                      _struct_dict, _unsigned)
@@ -28,7 +28,7 @@ from ._host_memory import PinnedMemory, Registration, _byte_view, _readable, _wr
 
 if TYPE_CHECKING:  # annotations only: these modules import this one
     from ._egraph import EgraphImage
-    from ._graph import Repeat, Sequence, Step
+    from ._graph import Capture, Repeat, Sequence, Step
     from ._interop import DeviceArray
     from ._program import Binding, Pending, Program
 
@@ -167,6 +167,8 @@ class Context(_Object):
 
     _handle_type = ContextHandle
     _destroy = "vyre_context_destroy"
+    # The Capture open on this context (Context.capture), if any.
+    _open_capture: Optional["Capture"] = None
 
     def __init__(self, device: int = 0, transient_pool_limit_bytes: int = 0,
                  pinned_pool_limit_bytes: int = 0, staging_chunk_bytes: int = 0,
@@ -206,6 +208,11 @@ class Context(_Object):
                 pass
 
     def close(self) -> None:
+        # The library refuses to destroy a context with a capture open: end
+        # it (discarding what it captured) first.
+        capture = self._open_capture
+        if capture is not None:
+            capture.abort()
         # The cache is emptied first, so no dispatch can pick a wrap whose
         # context is gone (destroying the context frees the handles).
         wraps = getattr(self, "_wraps", None)
@@ -369,6 +376,27 @@ class Context(_Object):
         """Builds a Sequence from steps; see Sequence."""
         from ._graph import Sequence
         return Sequence(self, steps)
+
+    def capture(self, mode: Union[CaptureMode, str, int] = CaptureMode.THREAD_LOCAL,
+                param_bytes: int = 0) -> "Capture":
+        """Begins capturing this context's capture stream into a graph
+        (vyre_capture_begin) and returns the open Capture; use it as a
+        context manager:
+
+            with ctx.capture() as cap:
+                ...  # other CUDA code's work on cap.stream, cap.dispatch(...)
+            cap.graph.replay()
+
+        mode: CaptureMode.THREAD_LOCAL (0, the default), GLOBAL or RELAXED
+          (or their names, "relaxed"): whose unsafe CUDA calls the driver
+          forbids while the capture is open (see Capture).
+        param_bytes: bytes of parameter words all the capture's dispatches
+          may use, each dispatch's rounded up to 256 (0: 64 KiB).
+        One capture per context at a time (VyreError INVALID_STATE). A
+        library without the capture calls raises LibraryLoadError with a
+        Fix."""
+        from ._graph import Capture
+        return Capture(self, mode, param_bytes)
 
     def egraph_image(self, *args: Any, **kwargs: Any) -> EgraphImage:
         """An EgraphImage on this context's GPU; arguments as for EgraphImage."""

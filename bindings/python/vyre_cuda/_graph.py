@@ -3,19 +3,21 @@
 from __future__ import annotations
 
 import ctypes
+import threading
 from ctypes import byref
-from typing import Any, Dict, Iterable, List, Optional, Union
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Union
 # typing.Sequence as _Seq: this package's Sequence is the vyre sequence.
 from typing import Sequence as _Seq
 
-from ._cdefs import (KERNEL_NODE_UPDATE_GRID, KERNEL_NODE_UPDATE_SCALARS, BufferHandle, Dim3,
-                     GraphHandle, GraphInfoStruct, GraphNodeInfoStruct, GraphNodeKind,
+from ._cdefs import (GRAPH_NODE_MAX_ARGUMENTS, GRAPH_NODE_SET_RAW, KERNEL_NODE_UPDATE_GRID,
+                     KERNEL_NODE_UPDATE_SCALARS, BufferHandle, CaptureDescStruct, CaptureMode,
+                     Dim3, GraphHandle, GraphInfoStruct, GraphNodeInfoStruct, GraphNodeKind,
                      GraphReplayDescStruct,
                      KernelNodeUpdateStruct, PendingHandle, ProgramHandle, SequenceDescStruct,
                      SequenceHandle, SequenceStepStruct, StepKind, TimingStruct, _c_enum, _new,
                      _struct_dict, _unsigned)
 from . import _loader
-from ._errors import _call
+from ._errors import VyreError, _call
 from ._host_memory import _readable, _writable
 from ._context import Buffer, Context, _Object
 from ._program import (Outputs, Pending, Program, _Imports, _dim3, _marshal_bindings,
@@ -54,6 +56,7 @@ class Graph(_Object):
     _downloads: Any = ()
     _download_outs: Any = ()  # their host objects (fixed at creation), for the fast path
     _imports: Optional[_Imports] = None
+    _capture_keep: Any = None  # a captured graph's programs, buffers and wraps
 
     def __init__(self, program: Program, bindings: _Seq[Any], params: Iterable[int] = (),
                  scalars: Iterable[Union[int, float]] = (), grid: Dim3 = None,
@@ -92,18 +95,33 @@ class Graph(_Object):
         graph._downloads = sequence._downloads
         return graph
 
+    @classmethod
+    def _of_capture(cls, bits, context, keep):
+        graph = cls.__new__(cls)
+        _Object.__init__(graph, bits, context)
+        # The library keeps the captured dispatches' programs and buffers
+        # alive, but a closed handle makes replays stale: keep the objects.
+        graph._capture_keep = keep
+        return graph
+
     @property
     def context(self) -> Context:
         return self._context
 
     @property
     def program(self) -> Optional[Program]:
-        """The recorded Program (None for a sequence graph)."""
+        """The recorded Program (None for a sequence or captured graph)."""
         return self._program
 
     @property
     def from_sequence(self) -> bool:
         return self._sequence_keep is not None
+
+    @property
+    def from_capture(self) -> bool:
+        """True for a graph of captured work (Context.capture): replay() it
+        with no arguments."""
+        return self._capture_keep is not None
 
     def _replay_desc(self, bindings, params, scalars, element_count, flags, stream=None):
         """Returns (desc, keep, keep_out, outputs, residents, imports)."""
@@ -294,6 +312,70 @@ class Graph(_Object):
         d["arguments"] = d["arguments"][:min(info.argument_count, len(d["arguments"]))]
         return d
 
+    def set_node_info(self, index: int, info: Mapping[str, Any], raw: bool = False) -> None:
+        """Changes node `index` for later replays without recording again
+        (vyre_graph_node_info_set): read, edit, set.
+
+            info = graph.node_info(k)
+            info["arguments"][0] = vc.f32(2.5)     # a SCALAR32 slot
+            info["grid"] = [4, 1, 1]
+            graph.set_node_info(k, info)
+
+        info: the dict node_info() returns, edited; keys left out keep the
+          node's current values (node_info(index) is read first), so a
+          partial dict such as {"memset_value": 7} works too. KERNEL nodes:
+          grid, block, shared_memory_bytes and the argument slots (8-byte
+          bit patterns: vyre_cuda.f32 / f64 for floats); cu_function and
+          argument_count must stay. MEMSET nodes: memset_dst, memset_value,
+          memset_element_size (1, 2 or 4), memset_width (elements);
+          memset_height must stay 1. Other kinds, and kernels of captured
+          work, are refused.
+        raw: False checks the change against what the library knows (a
+          kernel's pointer slots must keep their values: rebind through
+          replay(bindings); a memset must stay inside one allocation of the
+          context); True (GRAPH_NODE_SET_RAW) takes the fields as given,
+          and the caller keeps any memory they point to allocated while the
+          graph may run.
+
+        A refusal raises VyreError (INVALID_ARGUMENT or LIMIT_EXCEEDED, with
+        a Fix) and changes nothing. A later replay that rebinds, passes
+        scalars or changes the element count rewrites those slots (see
+        vyre_graph_node_info_set). A library without the call raises
+        LibraryLoadError with a Fix."""
+        _loader._require("vyre_graph_node_info_set", "Graph.set_node_info")
+        if not isinstance(info, Mapping):
+            raise TypeError(f"Graph.set_node_info: info is {type(info).__name__}, not a dict. "
+                            f"Fix: pass the dict node_info({index}) returns, edited.")
+        index = _unsigned(index, 64, "index")
+        current = _new(GraphNodeInfoStruct)
+        _call("vyre_graph_node_info_get", self._h(), index, byref(current))
+        unknown = sorted(set(info) - _NODE_INFO_FIELDS)
+        if unknown:
+            raise ValueError(f"Graph.set_node_info: unknown field(s) {unknown}. Fix: pass the "
+                             f"keys node_info() returns ({sorted(_NODE_INFO_FIELDS)}).")
+        for name, value in info.items():
+            what = f"Graph.set_node_info {name}"
+            if name in ("grid", "block"):
+                values = list(value)
+                if len(values) != 3:
+                    raise ValueError(f"{what} has {len(values)} sizes. Fix: pass 3 "
+                                     f"(x, y, z), as node_info() gives.")
+                getattr(current, name)[:] = [_unsigned(v, 32, what) for v in values]
+            elif name == "arguments":
+                values = list(value)
+                if len(values) > GRAPH_NODE_MAX_ARGUMENTS:
+                    raise ValueError(f"{what}: {len(values)} slots. Fix: pass at most "
+                                     f"GRAPH_NODE_MAX_ARGUMENTS ({GRAPH_NODE_MAX_ARGUMENTS}); "
+                                     f"later slots keep their values.")
+                for i, v in enumerate(values):
+                    current.arguments[i] = _unsigned(v, 64, f"{what}[{i}]")
+            elif name in _NODE_INFO_U32:
+                setattr(current, name, _unsigned(value, 32, what))
+            else:
+                setattr(current, name, _unsigned(value, 64, what))
+        _call("vyre_graph_node_info_set", self._h(), index, byref(current),
+              GRAPH_NODE_SET_RAW if raw else 0)
+
     def node_kinds(self) -> List[Union[GraphNodeKind, int]]:
         """The GraphNodeKind of every node, in run order."""
         return [self.node_kind(i) for i in range(self.info()["node_count"])]
@@ -334,6 +416,224 @@ class Graph(_Object):
                 imports, self._imports = self._imports, None
                 if imports is not None:
                     imports.release()
+                keep, self._capture_keep = self._capture_keep, None
+                if keep is not None:
+                    keep.release()
+
+
+#: The keys of Graph.node_info's dict, and those of them that are 32-bit.
+_NODE_INFO_FIELDS = frozenset(name for name, _ in GraphNodeInfoStruct._fields_
+                              if name != "struct_size")
+_NODE_INFO_U32 = frozenset(("kind", "shared_memory_bytes", "argument_count", "memset_value",
+                            "memset_element_size"))
+
+
+class _CaptureKeep:
+    """What a capture's dispatches use: the Programs and Buffers (kept
+    referenced while the graph may replay) and the wraps of foreign arrays
+    (closed once the graph is)."""
+
+    def __init__(self) -> None:
+        self.objects: List[Any] = []
+        self.imports: List[_Imports] = []
+
+    def release(self) -> None:
+        self.objects = []
+        imports, self.imports = self.imports, []
+        for i in imports:
+            i.release()
+
+
+class Capture:
+    """An open capture of a Context's CUDA stream (vyre_capture_begin): the
+    work other CUDA code enqueues on `stream` (CuPy, PyTorch, raw driver
+    calls) and the library dispatches enqueued with dispatch() become one
+    Graph, run only when it is replayed. Made by Context.capture():
+
+        with ctx.capture() as cap:
+            s = cupy.cuda.ExternalStream(cap.stream)   # or torch.cuda.ExternalStream
+            with s:
+                x_view += 1                             # CuPy work, captured
+            cap.dispatch(prog, [da, db, dout], params=[n])
+        graph = cap.graph                               # replay() it, launch() it
+        graph.replay()
+
+    The with-block ends the capture into `graph`; an exception inside it
+    ends the capture and discards what was captured. Without a with-block,
+    end() returns the graph (abort() discards it).
+
+    One capture per context at a time (a second raises VyreError
+    INVALID_STATE). While it is open, in THREAD_LOCAL mode (the default)
+    the capturing thread must make no "unsafe" CUDA call: allocations,
+    frees, module loads, synchronisations (most vyre calls that allocate or
+    wait: ctx.alloc/upload, Buffer.download, Program.dispatch, closing a
+    Buffer...); GLOBAL forbids them to every thread, RELAXED to none. Such
+    a call fails and invalidates the capture, and end() then raises
+    VyreError INVALID_STATE (the context can capture again). Create
+    buffers, programs, foreign arrays and their views before the capture,
+    and run foreign kernels once beforehand so their modules are loaded.
+
+    Memory other code's captured work touches must stay allocated while the
+    graph may run; the graph keeps the dispatches' Programs and Buffers."""
+
+    _graph: Optional[Graph] = None
+    _stream = 0
+    _open = False
+
+    def __init__(self, context: Context,
+                 mode: Union[CaptureMode, str, int] = CaptureMode.THREAD_LOCAL,
+                 param_bytes: int = 0) -> None:
+        """Begins capturing (see Context.capture)."""
+        _loader._require("vyre_capture_begin", "Context.capture")
+        if isinstance(mode, str):
+            try:
+                mode = CaptureMode[mode.upper()]
+            except KeyError:
+                raise ValueError(f"Context.capture: unknown mode {mode!r}. Fix: use one of "
+                                 f"{[m.name.lower() for m in CaptureMode]}.") from None
+        self.context = context
+        self.mode = CaptureMode(mode) if int(mode) in set(CaptureMode) else int(mode)
+        self._keep = _CaptureKeep()
+        desc = _new(CaptureDescStruct, mode=_unsigned(int(mode), 32, "mode"),
+                    param_bytes=_unsigned(param_bytes, 64, "param_bytes"))
+        stream = ctypes.c_uint64()
+        _call("vyre_capture_begin", context._h(), byref(desc), byref(stream))
+        self._stream = stream.value
+        self._thread = threading.get_ident()
+        self._open = True
+        context._open_capture = self
+
+    @property
+    def stream(self) -> int:
+        """The capture stream, a CUstream as an int (usable as
+        cupy.cuda.ExternalStream(cap.stream), torch.cuda.ExternalStream(
+        cap.stream)); 0 once the capture has ended. It is the context's own
+        stream: do not pass it to Context.wait_stream / signal_stream or
+        Graph.launch (refused: use dispatch())."""
+        return self._stream if self._open else 0
+
+    @property
+    def open(self) -> bool:
+        """True until end() or abort()."""
+        return self._open
+
+    @property
+    def graph(self) -> Graph:
+        """The Graph the capture ended into (after the with-block or end())."""
+        if self._graph is None:
+            state = "still open" if self._open else "was discarded"
+            raise RuntimeError(f"Capture.graph: the capture {state}, so there is no graph. "
+                               f"Fix: read it after the with-block (or end()) completed "
+                               f"without an exception.")
+        return self._graph
+
+    def dispatch(self, program: Program, bindings: _Seq[Any], params: Iterable[int] = (),
+                 scalars: Iterable[Union[int, float]] = (), grid: Dim3 = None,
+                 block: Dim3 = None, element_count: int = 0, fixpoint_iterations: int = 1,
+                 shared_memory_bytes: int = 0, flags: int = 0) -> None:
+        """Enqueues a dispatch of `program` (of this capture's context) into
+        the capture (vyre_capture_dispatch): run as dispatch_async would
+        (OUTPUT bindings zeroed first, fixpoint iterations), but only when
+        the graph is replayed. Arguments as for Program.dispatch_async with
+        resident bindings only: Buffer, BufferRange, DeviceArray, (Buffer,
+        offset, length), or a foreign device array, bound by address (kept
+        referenced while the graph lives; enqueue its producer's work on
+        `stream`, or make the array before the capture: a DLPack producer
+        is asked to order its current stream before `stream`, and a
+        cross-stream join during the capture may invalidate it). Host data
+        is refused (VyreError
+        INVALID_ARGUMENT), as is DISPATCH_FLAG_COOPERATIVE. The parameter
+        words of all the capture's dispatches (each rounded up to 256 bytes)
+        must fit the capture's param_bytes (else LIMIT_EXCEEDED). Any thread
+        may call it."""
+        _loader._require("vyre_capture_dispatch", "Capture.dispatch")
+        # A foreign array's producer stream is not waited for: a join of
+        # another stream would pull it into (or break) the capture. DLPack
+        # producers order their work before the capture stream instead.
+        desc, keep, _, _, imports = program._prepare(
+            bindings, params, scalars, grid, block, element_count, fixpoint_iterations,
+            shared_memory_bytes, flags, self._stream if self._open else None, waits=[])
+        try:
+            _call("vyre_capture_dispatch", program._h(), byref(desc))
+        except BaseException:
+            imports.release()
+            raise
+        self._keep.objects.append((program, list(bindings)))
+        self._keep.imports.append(imports)
+        del keep
+
+    def end(self) -> Graph:
+        """Ends the capture into a Graph (vyre_capture_end) and returns it
+        (also as .graph); after that, returns the same Graph. A capture the
+        driver invalidated raises VyreError INVALID_STATE (it is over: the
+        context can capture again). In THREAD_LOCAL or GLOBAL mode, end it
+        on the thread that began it."""
+        if self._graph is not None:
+            return self._graph
+        _loader._require("vyre_capture_end", "Capture.end")
+        handle = GraphHandle()
+        try:
+            _call("vyre_capture_end", self.context._h(), byref(handle))
+        except VyreError:
+            # Refused on another thread than the one that began a capture not
+            # in RELAXED mode, the capture stays open; any other failure (an
+            # invalidated capture) ended it.
+            if not self._on_other_thread():
+                self._finish()
+                keep, self._keep = self._keep, _CaptureKeep()
+                keep.release()
+            raise
+        self._finish()
+        self._graph = Graph._of_capture(handle.bits, self.context, self._keep)
+        self._keep = _CaptureKeep()
+        return self._graph
+
+    def abort(self) -> None:
+        """Ends the capture and discards what was captured (the with-block
+        does this when an exception leaves it). Does nothing for a capture
+        already over; raises VyreError INVALID_STATE (the capture staying
+        open) on another thread than the one that began a capture not in
+        RELAXED mode."""
+        if not self._open:
+            return
+        handle = GraphHandle()
+        try:
+            _call("vyre_capture_end", self.context._h(), byref(handle))
+        except VyreError:
+            if self._on_other_thread():
+                raise
+        else:
+            try:
+                _call("vyre_graph_destroy", handle)
+            except VyreError:
+                pass
+        self._finish()
+        keep, self._keep = self._keep, _CaptureKeep()
+        keep.release()
+
+    def _on_other_thread(self) -> bool:
+        """Whether vyre_capture_end refuses this thread (and leaves the
+        capture open)."""
+        return self.mode != CaptureMode.RELAXED and threading.get_ident() != self._thread
+
+    def _finish(self) -> None:
+        self._open = False
+        if getattr(self.context, "_open_capture", None) is self:
+            self.context._open_capture = None
+
+    def __enter__(self) -> "Capture":
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if exc_type is not None:
+            self.abort()
+        elif self._open:
+            self.end()
+
+    def __repr__(self) -> str:
+        state = (f"open, stream=0x{self._stream:x}" if self._open
+                 else "ended" if self._graph is not None else "discarded")
+        return f"<vyre_cuda.Capture {state}>"
 
 
 class Step:

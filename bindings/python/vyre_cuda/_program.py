@@ -215,7 +215,7 @@ def _known_imports(held, stream):
     return imports
 
 
-def _marshal_bindings(decls, bindings, context=None, stream=None):
+def _marshal_bindings(decls, bindings, context=None, stream=None, waits=None):
     """vyre_dispatch_binding structs for one entry per declared binding.
 
     decls: the program's Binding list (their roles say how host data is
@@ -226,17 +226,18 @@ def _marshal_bindings(decls, bindings, context=None, stream=None):
     (it must live until the wait), outputs[i] the host object receiving
     binding i's result (or None), residents the Buffers bound (wrapped ones
     included), imports the wrapped foreign arrays (an _Imports the caller
-    releases)."""
+    releases). waits: as for _marshal_entry (None: the context waits for
+    the arrays' streams at once)."""
     bindings = list(bindings)
     imports = _Imports()
     try:
-        return _marshal_into(decls, bindings, context, stream, imports) + (imports,)
+        return _marshal_into(decls, bindings, context, stream, imports, waits) + (imports,)
     except BaseException:
         imports.release()
         raise
 
 
-def _marshal_into(decls, bindings, context, stream, imports):
+def _marshal_into(decls, bindings, context, stream, imports, waits=None):
     keep = []
     keep_out = []
     residents = []
@@ -245,7 +246,7 @@ def _marshal_into(decls, bindings, context, stream, imports):
     for i, entry in enumerate(bindings):
         role = decls[i].role if i < len(decls) else Role.INPUT
         structs[i] = _marshal_entry(i, entry, role, context, stream, imports, keep, keep_out,
-                                    residents, outputs)
+                                    residents, outputs, waits)
     return structs, keep, keep_out, outputs, residents
 
 
@@ -559,15 +560,15 @@ class Program(_Object):
         return self._context
 
     def _prepare(self, bindings, params, scalars, grid, block, element_count,
-                 fixpoint_iterations, shared_memory_bytes, flags, stream=None):
+                 fixpoint_iterations, shared_memory_bytes, flags, stream=None, waits=None):
         """Builds the dispatch descriptor. Returns (desc, keep, keep_out,
         outputs, imports): keep holds what C reads during the call; keep_out
         the host output memory, which must live until the wait; outputs[i]
         is the host object that receives binding i's result, or None;
         imports the foreign arrays wrapped for the call (release them once
-        the library is done)."""
+        the library is done). waits: as for _marshal_bindings."""
         structs, keep, keep_out, outputs, _, imports = _marshal_bindings(
-            self.bindings, bindings, self._context, stream)
+            self.bindings, bindings, self._context, stream, waits)
         try:
             count = len(outputs)
             words, word_count = _u32_array(params or (), "params")

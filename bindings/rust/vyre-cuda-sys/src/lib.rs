@@ -161,6 +161,16 @@ pub const VYRE_GRAPH_NODE_KIND_FORCE32: vyre_graph_node_kind = 0x7FFF_FFFF;
 pub const VYRE_KERNEL_NODE_UPDATE_GRID: u32 = 1 << 0;
 pub const VYRE_KERNEL_NODE_UPDATE_SCALARS: u32 = 1 << 1;
 
+/// Flags of `vyre_graph_node_info_set` (an anonymous enum in the header):
+/// the caller takes responsibility for what the node touches.
+pub const VYRE_GRAPH_NODE_SET_RAW: u32 = 1 << 0;
+
+/// `vyre_capture_desc.mode` (an anonymous enum in the header): the driver's
+/// stream capture modes.
+pub const VYRE_CAPTURE_MODE_THREAD_LOCAL: u32 = 0;
+pub const VYRE_CAPTURE_MODE_GLOBAL: u32 = 1;
+pub const VYRE_CAPTURE_MODE_RELAXED: u32 = 2;
+
 pub type vyre_step_kind = u32;
 pub const VYRE_STEP_DISPATCH: vyre_step_kind = 1;
 pub const VYRE_STEP_FILL: vyre_step_kind = 2;
@@ -759,6 +769,24 @@ impl Default for vyre_kernel_node_update {
     }
 }
 
+/// A capture of caller work into a graph (`vyre_capture_begin`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct vyre_capture_desc {
+    pub struct_size: u32,
+    pub mode: u32,
+    pub param_bytes: u64,
+}
+impl Default for vyre_capture_desc {
+    fn default() -> Self {
+        Self {
+            struct_size: size32::<Self>(),
+            mode: VYRE_CAPTURE_MODE_THREAD_LOCAL,
+            param_bytes: 0,
+        }
+    }
+}
+
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct vyre_sequence_step {
@@ -1172,11 +1200,29 @@ functions! {
         node_index: u64,
         out: *mut vyre_graph_node_info,
     ) -> vyre_status;
+    pub fn vyre_graph_node_info_set(
+        graph: vyre_graph,
+        node_index: u64,
+        info: *const vyre_graph_node_info,
+        flags: u32,
+    ) -> vyre_status;
     pub fn vyre_graph_kernel_node_update(
         graph: vyre_graph,
         node_index: u64,
         update: *const vyre_kernel_node_update,
     ) -> vyre_status;
+
+    // Capturing caller work into a graph
+    pub fn vyre_capture_begin(
+        context: vyre_context,
+        desc: *const vyre_capture_desc,
+        out_cu_stream: *mut u64,
+    ) -> vyre_status;
+    pub fn vyre_capture_dispatch(
+        program: vyre_program,
+        desc: *const vyre_dispatch_desc,
+    ) -> vyre_status;
+    pub fn vyre_capture_end(context: vyre_context, out: *mut vyre_graph) -> vyre_status;
 
     // Sequences
     pub fn vyre_sequence_create(

@@ -285,7 +285,11 @@ fn every_function_resolves() {
         vyre_graph_launch,
         vyre_graph_node_kind_get,
         vyre_graph_node_info_get,
+        vyre_graph_node_info_set,
         vyre_graph_kernel_node_update,
+        vyre_capture_begin,
+        vyre_capture_dispatch,
+        vyre_capture_end,
         vyre_sequence_create,
         vyre_sequence_run,
         vyre_sequence_record,
@@ -498,6 +502,7 @@ fn rust_layouts() -> BTreeMap<String, Layout> {
             memset_element_size, memset_width, memset_height, memset_pitch,
         }
         vyre_kernel_node_update: default { struct_size, flags, grid, reserved0, scalars, scalar_count }
+        vyre_capture_desc: default { struct_size, mode, param_bytes }
         vyre_sequence_step: default {
             struct_size, kind, program, dispatch, buffer, offset, bytes, src_buffer, src_offset,
             host_src, host_dst, fill_byte, reserved0,
@@ -611,6 +616,10 @@ fn rust_constants() -> BTreeMap<String, u64> {
         VYRE_GRAPH_NODE_KIND_FORCE32,
         VYRE_KERNEL_NODE_UPDATE_GRID,
         VYRE_KERNEL_NODE_UPDATE_SCALARS,
+        VYRE_GRAPH_NODE_SET_RAW,
+        VYRE_CAPTURE_MODE_THREAD_LOCAL,
+        VYRE_CAPTURE_MODE_GLOBAL,
+        VYRE_CAPTURE_MODE_RELAXED,
         VYRE_STEP_DISPATCH,
         VYRE_STEP_FILL,
         VYRE_STEP_COPY,

@@ -273,6 +273,64 @@ impl<'s> Graph<'s> {
         Ok(info)
     }
 
+    /// Changes node `index` (a KERNEL or MEMSET node) for later replays,
+    /// without capturing again (`vyre_graph_node_info_set`, checked): `info`
+    /// is what [`node_info`](Self::node_info) gave for that node with the
+    /// fields to change edited (read, edit, set); `node_info` then reports
+    /// what was set. The library checks it: the kind and function stay the
+    /// node's, grid, block and shared memory within the device's limits; a
+    /// kernel's pointer slots (bindings, the parameter-word block) keep
+    /// their values (rebind through [`Replay::arg`] instead) and a SCALAR32
+    /// slot's high half is 0; a memset's range lies inside one device
+    /// allocation of the graph's context. Each refusal is
+    /// [`Status::InvalidArgument`](crate::Status::InvalidArgument) (limits:
+    /// `LimitExceeded`) with a Fix, and changes nothing. Kernel nodes of a
+    /// captured graph ([`Capture::end`](crate::Capture::end)) cannot be set.
+    ///
+    /// The graph keeps only its own bindings alive: a memset moved into a
+    /// buffer the graph does not bind writes it at every replay, so keep
+    /// that buffer alive while the graph may run. A later replay that
+    /// rebinds, passes scalars or changes the element count rewrites those
+    /// slots (and an OUTPUT binding's zeroing memset).
+    pub fn set_node_info(&self, index: u64, info: &sys::vyre_graph_node_info) -> Result<()> {
+        // SAFETY: flags 0: the library checks every pointer the node takes.
+        unsafe { self.set_node_info_flags(index, info, 0) }
+    }
+
+    /// As [`set_node_info`](Self::set_node_info) with
+    /// `VYRE_GRAPH_NODE_SET_RAW`: a kernel node takes every argument slot as
+    /// given, pointer slots included, and any dynamic shared memory the
+    /// device allows; a memset node takes its destination without the
+    /// library asking the driver whose memory it is. The kind, function,
+    /// argument count and the device's limits are still checked.
+    ///
+    /// # Safety
+    /// Every pointer slot and memset destination set must address device
+    /// memory that is allocated, large enough for what the kernel or memset
+    /// touches, and kept so for as long as the graph may run (the graph
+    /// keeps nothing a raw set points to alive); shared memory set below
+    /// what the kernel uses is the caller's to answer for.
+    pub unsafe fn set_node_info_raw(&self, index: u64, info: &sys::vyre_graph_node_info) -> Result<()> {
+        // SAFETY: the caller upholds the raw set's contract.
+        unsafe { self.set_node_info_flags(index, info, sys::VYRE_GRAPH_NODE_SET_RAW) }
+    }
+
+    /// # Safety
+    /// With `VYRE_GRAPH_NODE_SET_RAW`, as for `set_node_info_raw`.
+    unsafe fn set_node_info_flags(
+        &self,
+        index: u64,
+        info: &sys::vyre_graph_node_info,
+        flags: u32,
+    ) -> Result<()> {
+        // SAFETY: a valid pointer to the caller's struct (its struct_size as
+        // given: the library refuses one it does not know).
+        check(
+            unsafe { sys::vyre_graph_node_info_set(self.handle, index, info, flags) },
+            "vyre_graph_node_info_set",
+        )
+    }
+
     pub fn info(&self) -> Result<GraphInfo> {
         let mut i = sys::vyre_graph_info::default();
         // SAFETY: struct_size is set; a valid out-pointer.

@@ -27,7 +27,8 @@
 //! their [`Context`] alive (it is reference-counted): the context is destroyed
 //! when the last of them is dropped, so no object can outlive it, and a
 //! handle can never be used after it was freed. Everything is `Send` and
-//! `Sync` (the C API is thread-safe); a [`Pending`] and the objects borrowing
+//! `Sync` (the C API is thread-safe) but a [`Capture`], which is `Sync` and
+//! stays on the thread that began it; a [`Pending`] and the objects borrowing
 //! host memory carry its lifetime.
 //!
 //! # Host memory
@@ -56,6 +57,7 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 
 mod buffer;
+mod capture;
 mod context;
 mod dispatch;
 mod egraph;
@@ -71,6 +73,7 @@ pub use vyre_cuda_sys as sys;
 pub use buffer::{
     Buffer, BufferCopy, BufferInfo, BufferRange, DownloadRange, IpcHandle, UploadRange,
 };
+pub use capture::{Capture, CaptureMode, CaptureOptions};
 pub use context::{
     device_can_access_peer, device_count, device_info, Context, ContextOptions, DeviceInfo,
     Telemetry,
