@@ -136,6 +136,9 @@ type Context struct {
 	// HostMemory, registrations) is touched through the bindings, and for
 	// writing by Close, which releases that memory.
 	memMu sync.RWMutex
+	// capturing counts the open Captures (0 or 1): Close refuses while one
+	// is open, as vyre_context_destroy does, before giving up the handle.
+	capturing atomic.Int32
 }
 
 // NewContext creates a context on device `device` with default options.
@@ -184,13 +187,19 @@ func (c *Context) check(op string) error {
 // Close destroys the context (vyre_context_destroy): it waits for its work
 // and releases everything it owns. Closing twice is harmless. The error is
 // the first device error met on the way (e.g. StatusDeviceFault, whose Fix
-// says what is left to do); the context is gone whatever it says.
+// says what is left to do); the context is gone whatever it says, except
+// while a Capture is open on it: then Close is StatusInvalidState and
+// destroys nothing (End the capture first).
 func (c *Context) Close() error {
 	if c == nil {
 		return nil
 	}
 	c.memMu.Lock()
 	defer c.memMu.Unlock()
+	if c.capturing.Load() != 0 && !c.closed() {
+		return goError(StatusInvalidState, "vyre_context_destroy",
+			"a capture is open on the context. Fix: end it first (Capture.End), then Close the context.")
+	}
 	bits := c.h.Swap(0)
 	if bits == 0 {
 		return nil
@@ -199,6 +208,13 @@ func (c *Context) Close() error {
 	err := call("vyre_context_destroy", func() C.vyre_status {
 		return C.vyre_context_destroy(C.vyre_context{bits: C.uint64_t(bits)})
 	})
+	if e, ok := err.(*Error); ok && e.Status == StatusInvalidState {
+		// A capture the library still has open (begun through the C API
+		// on this context's handle): nothing was destroyed.
+		c.h.Store(bits)
+		runtime.SetFinalizer(c, func(c *Context) { _ = c.Close() })
+		return err
+	}
 	if isStale(err) {
 		return nil
 	}

@@ -74,6 +74,19 @@
 // first, leaving the pending waitable. WaitTimeout and Poll are the plain
 // forms.
 //
+// # Capturing work into a graph
+//
+// Context.BeginCapture returns a Capture: other CUDA code's asynchronous
+// work enqueued on Capture.Stream() and the library's dispatches enqueued
+// with Capture.Dispatch become one Graph at Capture.End, replayed like any
+// other. CUDA ties a CaptureThreadLocal (the zero value, as in C) or
+// CaptureGlobal capture to the OS thread that began it, and goroutines move
+// between OS threads; so BeginCapture locks the calling goroutine to its
+// thread until End, which that goroutine must call. CaptureRelaxed locks
+// nothing and may be ended from any goroutine. Capture's documentation has
+// the rules. Graph.SetNodeInfo and SetNodeInfoRaw change a kernel or memset
+// node of any graph (read with NodeInfo, edit, set).
+//
 // # Sharing buffers between processes
 //
 // Buffer.ExportIPC returns an IPCHandle (128 bytes; String and

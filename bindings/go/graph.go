@@ -391,6 +391,96 @@ func (g *Graph) NodeInfo(index uint64) (GraphNodeInfo, error) {
 	return out, nil
 }
 
+// SetNodeInfo changes node `index` (numbered as for NodeKind) for later
+// replays, without capturing again (vyre_graph_node_info_set, checked):
+// pass what NodeInfo gave for that node with the fields to change edited
+// (read, edit, set); NodeInfo then reports what was set. Kind must stay the
+// node's kind, a KERNEL or MEMSET node (other kinds, and kernels of captured
+// work, whose parameter lists the library does not know, are
+// StatusInvalidArgument); CUGraphNode and CUGraphExec are 0 or the node's
+// own.
+//
+// Kernel nodes: CUFunction and ArgumentCount must stay; Grid, Block and
+// SharedMemoryBytes are checked against the device's limits; Arguments (the
+// first min(ArgumentCount, 16) slots, all of them: len(Arguments) must be
+// that) may change scalar slots only — pointer slots (bindings, the
+// parameter-word block) must keep their values (rebind through
+// Replay.Args, or use SetNodeInfoRaw), a SCALAR32 slot's high half must be
+// 0, shared memory must not drop below the program's own, and Block may
+// change only in a graph recorded with an explicit Dispatch.Grid.
+//
+// Memset nodes: MemsetElementSize 1, 2 or 4, MemsetValue fitting it,
+// MemsetWidth >= 1 elements, MemsetHeight 1, MemsetDst aligned to the
+// element size and the range inside one device allocation of the graph's
+// context; MemsetPitch is ignored.
+//
+// A later replay that rebinds, passes scalars or changes the element count
+// rewrites those argument slots and grid x (and an OUTPUT binding's
+// zeroing memset); the rest keeps what was set. A replay in flight runs
+// what it was launched with.
+func (g *Graph) SetNodeInfo(index uint64, info GraphNodeInfo) error {
+	return g.setNodeInfo(index, &info, 0)
+}
+
+// SetNodeInfoRaw is SetNodeInfo with VYRE_GRAPH_NODE_SET_RAW: the caller
+// takes responsibility for what the node touches. A kernel node takes every
+// argument slot as given, pointer slots included, and any dynamic shared
+// memory the device allows; a memset node takes MemsetDst without the
+// library asking the driver whose memory it is. The memory pointed to must
+// stay allocated (and be large enough) while the graph may run: the graph
+// keeps its own buffers alive, not memory a raw set points to (keep such a
+// Buffer reachable and open yourself).
+func (g *Graph) SetNodeInfoRaw(index uint64, info GraphNodeInfo) error {
+	return g.setNodeInfo(index, &info, C.VYRE_GRAPH_NODE_SET_RAW)
+}
+
+func (g *Graph) setNodeInfo(index uint64, info *GraphNodeInfo, flags C.uint32_t) error {
+	const op = "vyre_graph_node_info_set"
+	if err := g.check(op); err != nil {
+		return err
+	}
+	var i C.vyre_graph_node_info
+	if len(info.Arguments) > len(i.arguments) {
+		return goError(StatusInvalidArgument, op,
+			"info.Arguments has %d slots; a node info carries at most %d. Fix: pass the slots NodeInfo gave (the first %d), edited.",
+			len(info.Arguments), len(i.arguments), len(i.arguments))
+	}
+	want := int(info.ArgumentCount)
+	if want > len(i.arguments) {
+		want = len(i.arguments)
+	}
+	if len(info.Arguments) != want {
+		return goError(StatusInvalidArgument, op,
+			"info.Arguments has %d slots for ArgumentCount %d (expected %d). Fix: pass the Arguments NodeInfo gave for the node, edited in place, not a shorter or longer slice.",
+			len(info.Arguments), info.ArgumentCount, want)
+	}
+	i.struct_size = C.sizeof_vyre_graph_node_info
+	i.kind = C.vyre_graph_node_kind(info.Kind)
+	i.cu_graph_node = C.uint64_t(info.CUGraphNode)
+	i.cu_graph_exec = C.uint64_t(info.CUGraphExec)
+	i.cu_function = C.uint64_t(info.CUFunction)
+	for d := 0; d < 3; d++ {
+		i.grid[d] = C.uint32_t(info.Grid[d])
+		i.block[d] = C.uint32_t(info.Block[d])
+	}
+	i.shared_memory_bytes = C.uint32_t(info.SharedMemoryBytes)
+	i.argument_count = C.uint32_t(info.ArgumentCount)
+	for k, v := range info.Arguments {
+		i.arguments[k] = C.uint64_t(v)
+	}
+	i.memset_dst = C.uint64_t(info.MemsetDst)
+	i.memset_value = C.uint32_t(info.MemsetValue)
+	i.memset_element_size = C.uint32_t(info.MemsetElementSize)
+	i.memset_width = C.uint64_t(info.MemsetWidth)
+	i.memset_height = C.uint64_t(info.MemsetHeight)
+	i.memset_pitch = C.uint64_t(info.MemsetPitch)
+	err := call(op, func() C.vyre_status {
+		return C.vyre_graph_node_info_set(g.handle(), C.uint64_t(index), &i, flags)
+	})
+	runtime.KeepAlive(g)
+	return err
+}
+
 // NodeKind is the kind of node `index` (0 .. NodeCount-1) of the full
 // graph, numbered in the order the work runs (vyre_graph_node_kind_get).
 func (g *Graph) NodeKind(index uint64) (GraphNodeKind, error) {

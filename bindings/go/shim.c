@@ -36,6 +36,9 @@ vyre_status govyre_call(int op, uint64_t handle, void* desc, size_t count, void*
       status = vyre_graph_launch((vyre_graph){handle}, (const vyre_graph_replay_desc*)desc,
                                  (uint64_t)count, (vyre_pending*)out);
       break;
+    case GOVYRE_CAPTURE_DISPATCH:
+      status = vyre_capture_dispatch((vyre_program){handle}, (const vyre_dispatch_desc*)desc);
+      break;
     case GOVYRE_UPLOAD_RANGES:
       status = vyre_buffer_upload_ranges((vyre_buffer){handle},
                                          (const vyre_upload_range*)desc, count);

@@ -35,7 +35,9 @@ enum govyre_op {
   GOVYRE_SEQUENCE_CREATE = 11,
   GOVYRE_EGRAPH_IMAGE_APPEND = 12,
   /* count carries the CUstream (vyre_graph_launch). */
-  GOVYRE_GRAPH_LAUNCH = 13
+  GOVYRE_GRAPH_LAUNCH = 13,
+  /* handle is the program; no out (vyre_capture_dispatch). */
+  GOVYRE_CAPTURE_DISPATCH = 14
 };
 
 /* handle: the object the call acts on (its bits); desc: the call's
