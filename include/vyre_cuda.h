@@ -1286,13 +1286,15 @@ VYRE_API vyre_status vyre_capture_end(vyre_context context, vyre_graph* out);
  * trip per iteration (a CUDA conditional WHILE node, CUDA 12.4+ drivers).
  *
  * The condition is one u32 word in a RESIDENT buffer of the body's context.
- * Every iteration the loop zeroes the word, runs the body, and runs again if
- * the body left the word non-zero and fewer than max_iterations have run. So
- * a fixpoint kernel writes any non-zero value to the word when it changed
- * something (many threads may write it; no atomics needed). Each launch runs
- * the body at least once. After a launch the word is 0 when the body asked
- * for no more, non-zero when the bound stopped it; the number of iterations
- * run is left in the optional count word.
+ * The loop zeroes the word, runs the body, and runs it again (the word zeroed
+ * again) while the body left the word non-zero and fewer than max_iterations
+ * have run. So a fixpoint kernel writes any non-zero value to the word when
+ * it changed something (many threads may write it; no atomics needed). Each
+ * launch runs the body at least once. After a launch the word is 0 when the
+ * body asked for no more, non-zero when the bound stopped it; the number of
+ * iterations run is left in the optional count word. Each iteration costs
+ * the body, one tiny kernel of the library's and the driver's relaunch of
+ * the loop body (about 4.5 us on an H100/H200, docs/PERFORMANCE.md).
  *
  * The loop runs the body as it stands when the loop is created (bindings,
  * rebinding and node changes made by then): replays and node changes of the
@@ -1300,7 +1302,7 @@ VYRE_API vyre_status vyre_capture_end(vyre_context context, vyre_graph* out);
  * buffers and programs, alive. A replay of the loop takes no bindings,
  * parameter words, scalars or element count (pass a NULL desc); launch it
  * with vyre_graph_replay, _replay_async or vyre_graph_launch. Its nodes are
- * the count's reset (a MEMSET) and the loop (a CONDITIONAL).
+ * the words' reset (a KERNEL) and the loop (a CONDITIONAL).
  *
  * Refused: a body with HOST bindings (their copies would run every
  * iteration; record with RESIDENT bindings) or of another context than the

@@ -1,14 +1,18 @@
 // Loop graphs (vyre_graph_loop_create): a body graph run on the device while
 // it asks for another round, as a CUDA conditional WHILE node.
 //
-//   top:  [memset count = 0] -> [WHILE h (default 1, reset every launch)]
-//   body:   [memset condition = 0] -> [child: the body graph] -> [control]
+//   top:  [vyre_loop_start: condition = count = 0] -> [WHILE h]
+//   body:   [child: the body graph] -> [vyre_loop_control]
 //
-// The control kernel (src/kernels/graph_loop.cu) counts the iteration and
-// sets h to "condition != 0 and count < max". The graph is built node by
-// node rather than captured: a conditional node's body can only be filled by
-// the graph API or a capture into that body, and the child graph node clones
-// the body's graph as it stands.
+// h defaults to 1 at every launch (CU_GRAPH_COND_ASSIGN_DEFAULT), so the body
+// runs at least once. The control kernel (src/kernels/graph_loop.cu) counts
+// the iteration and sets h to "condition != 0 and count < max", clearing the
+// condition when it goes on. A WHILE iteration costs ~4.5 us of the driver's
+// on an H200 even for one kernel node, so the loop adds one kernel node per
+// iteration and nothing else. The graph is built node by node rather than
+// captured: a conditional node's body can only be filled by the graph API or
+// a capture into that body, and the child graph node clones the body's graph
+// as it stands.
 #include <cstring>
 #include <utility>
 
@@ -29,6 +33,7 @@ namespace vyre {
 namespace {
 
 constexpr char kControlKernel[] = "vyre_loop_control";
+constexpr char kStartKernel[] = "vyre_loop_start";
 
 // A u32 word of a RESIDENT buffer of `context`: its device address.
 absl::StatusOr<CUdeviceptr> LoopWord(const char* what, const char* field, vyre_buffer handle,
@@ -58,15 +63,6 @@ absl::StatusOr<CUdeviceptr> LoopWord(const char* what, const char* field, vyre_b
   return address;
 }
 
-CUDA_MEMSET_NODE_PARAMS ZeroWord(CUdeviceptr address) {
-  CUDA_MEMSET_NODE_PARAMS p{};
-  p.dst = address;
-  p.value = 0;
-  p.elementSize = 4;
-  p.width = 1;
-  p.height = 1;
-  return p;
-}
 
 }  // namespace
 
@@ -117,14 +113,21 @@ absl::StatusOr<std::shared_ptr<Graph>> Graph::CreateLoop(std::shared_ptr<Graph> 
                             absl::string_view(reinterpret_cast<const char*>(vyre_builtin_loop_fatbin),
                                               vyre_builtin_loop_fatbin_size),
                             {}, kControlKernel, what));
-  CUfunction control = nullptr;
+  CUfunction control = nullptr, start = nullptr;
   VYRE_CU(what, cuModuleGetFunction, &control, module->get(), kControlKernel);
+  VYRE_CU(what, cuModuleGetFunction, &start, module->get(), kStartKernel);
+  CUDA_KERNEL_NODE_PARAMS one_thread{};
+  one_thread.gridDimX = one_thread.gridDimY = one_thread.gridDimZ = 1;
+  one_thread.blockDimX = one_thread.blockDimY = one_thread.blockDimZ = 1;
 
   VYRE_CU(what, cuGraphCreate, work.graph.out(), 0);
   CUgraph top = work.graph.get();
   CUgraphNode reset = nullptr;
-  const CUDA_MEMSET_NODE_PARAMS reset_count = ZeroWord(count);
-  VYRE_CU(what, cuGraphAddMemsetNode, &reset, top, nullptr, 0, &reset_count, ctx.cu());
+  void* start_args[] = {const_cast<CUdeviceptr*>(&condition), &count};
+  CUDA_KERNEL_NODE_PARAMS start_params = one_thread;
+  start_params.func = start;
+  start_params.kernelParams = start_args;
+  VYRE_CU(what, cuGraphAddKernelNode, &reset, top, nullptr, 0, &start_params);
   CUgraphConditionalHandle handle = 0;
   VYRE_CU(what, cuGraphConditionalHandleCreate, &handle, top, ctx.cu(), 1,
           CU_GRAPH_COND_ASSIGN_DEFAULT);
@@ -138,9 +141,6 @@ absl::StatusOr<std::shared_ptr<Graph>> Graph::CreateLoop(std::shared_ptr<Graph> 
   VYRE_CU(what, cuGraphAddNode, &while_node, top, &reset, nullptr, 1, &loop);
   CUgraph inner = loop.conditional.phGraph_out[0];
 
-  CUgraphNode clear = nullptr;
-  const CUDA_MEMSET_NODE_PARAMS clear_condition = ZeroWord(condition);
-  VYRE_CU(what, cuGraphAddMemsetNode, &clear, inner, nullptr, 0, &clear_condition, ctx.cu());
   CUgraphNode child = nullptr;
   {
     // The body as it stands: its graph's nodes brought up to what its next
@@ -171,17 +171,16 @@ absl::StatusOr<std::shared_ptr<Graph>> Graph::CreateLoop(std::shared_ptr<Graph> 
       }
     }
     VYRE_RETURN_IF_ERROR(body->SyncTemplate(what));
-    VYRE_CU(what, cuGraphAddChildGraphNode, &child, inner, &clear, 1, body->full_.graph.get());
+    VYRE_CU(what, cuGraphAddChildGraphNode, &child, inner, nullptr, 0, body->full_.graph.get());
   }
   unsigned max_iterations = desc.max_iterations;
-  void* args[] = {&handle, const_cast<CUdeviceptr*>(&condition), &count, &max_iterations};
-  CUDA_KERNEL_NODE_PARAMS params{};
-  params.func = control;
-  params.gridDimX = params.gridDimY = params.gridDimZ = 1;
-  params.blockDimX = params.blockDimY = params.blockDimZ = 1;
-  params.kernelParams = args;
+  void* control_args[] = {&handle, const_cast<CUdeviceptr*>(&condition), &count,
+                          &max_iterations};
+  CUDA_KERNEL_NODE_PARAMS control_params = one_thread;
+  control_params.func = control;
+  control_params.kernelParams = control_args;
   CUgraphNode control_node = nullptr;
-  VYRE_CU(what, cuGraphAddKernelNode, &control_node, inner, &child, 1, &params);
+  VYRE_CU(what, cuGraphAddKernelNode, &control_node, inner, &child, 1, &control_params);
 
   work.programs.clear();
   VYRE_ASSIGN_OR_RETURN(std::shared_ptr<Graph> g,

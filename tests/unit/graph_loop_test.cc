@@ -147,7 +147,7 @@ TEST_F(GraphLoopTest, RunsUntilTheBodyClearsTheCondition) {
   EXPECT_EQ(info.replays, 3u);
   vyre_graph_node_kind kind{};
   ASSERT_VYRE_OK(vyre_graph_node_kind_get(loop, 0, &kind));
-  EXPECT_EQ(kind, VYRE_GRAPH_NODE_MEMSET);
+  EXPECT_EQ(kind, VYRE_GRAPH_NODE_KERNEL);
   ASSERT_VYRE_OK(vyre_graph_node_kind_get(loop, 1, &kind));
   EXPECT_EQ(kind, VYRE_GRAPH_NODE_CONDITIONAL);
   EXPECT_VYRE_OK(vyre_graph_destroy(loop));

@@ -137,7 +137,8 @@ CUresult RunCountdownU32(const char* name, const KernelArgs& args, uint64_t thre
 }
 
 // The library's loop control (src/kernels/graph_loop.cu):
-// (CUgraphConditionalHandle h, const u32* condition, u32* count, u32 max).
+// (CUgraphConditionalHandle h, u32* condition, u32* count, u32 max): counts,
+// and goes on (clearing the condition) while it is set below the bound.
 CUresult RunLoopControl(const char* name, const KernelArgs& args, uint64_t /*threads*/) {
   CUgraphConditionalHandle handle;
   CUdeviceptr condition, count;
@@ -153,8 +154,22 @@ CUresult RunLoopControl(const char* name, const KernelArgs& args, uint64_t /*thr
     return Misuse(CUDA_ERROR_INVALID_VALUE, "%s: unknown conditional handle", name);
   }
   uint32_t* ran = DevicePointer<uint32_t>(count);
+  uint32_t* word = DevicePointer<uint32_t>(condition);
   *ran += 1;
-  it->second.value = (*DevicePointer<uint32_t>(condition) != 0 && *ran < max_iterations) ? 1 : 0;
+  const bool again = *word != 0 && *ran < max_iterations;
+  if (again) *word = 0;
+  it->second.value = again ? 1 : 0;
+  return CUDA_SUCCESS;
+}
+
+// The loop's start: (u32* condition, u32* count), both zeroed.
+CUresult RunLoopStart(const char* name, const KernelArgs& args, uint64_t /*threads*/) {
+  CUdeviceptr condition, count;
+  if (!args.Read(0, {}, &condition) || !args.Read(1, {8}, &count)) return BadArgs(name);
+  if (CUresult r = CheckKernelRange(name, "condition", condition, 4)) return r;
+  if (CUresult r = CheckKernelRange(name, "count", count, 4)) return r;
+  *DevicePointer<uint32_t>(condition) = 0;
+  *DevicePointer<uint32_t>(count) = 0;
   return CUDA_SUCCESS;
 }
 
@@ -183,6 +198,7 @@ constexpr KnownKernel kKnownKernels[] = {
     {"vyre_test_countdown_u32", RunCountdownU32, {8, 8, 8}, 3},
     // The library's loop graphs' control kernel (a WHILE node's condition).
     {"vyre_loop_control", RunLoopControl, {8, 8, 8, 4}, 4},
+    {"vyre_loop_start", RunLoopStart, {8, 8}, 2},
     // The library's self-test and the examples' vector add
     // (examples/vector_add_ptx.h, so their happy paths run on this driver too).
     {"vyre_selftest_add_u32", RunAddU32, {8, 8, 8, 8}, 4},
