@@ -15,3 +15,14 @@ extern "C" __global__ void vyre_bench_inc_u32(unsigned* data, const unsigned* pa
   const unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < n) data[i] += 1u;
 }
+
+// One tick of a counter (thread 0): state[0] += 1, and *flag = 1 unless the
+// count reached a multiple of params[0]. A loop graph over it runs exactly
+// params[0] iterations per launch from any multiple (graph_loop_bench.cc).
+extern "C" __global__ void vyre_bench_tick(unsigned* state, unsigned* flag,
+                                           const unsigned* params) {
+  if (blockIdx.x != 0 || threadIdx.x != 0) return;
+  const unsigned s = state[0] + 1u;
+  state[0] = s;
+  if (s % params[0] != 0u) *flag = 1u;
+}

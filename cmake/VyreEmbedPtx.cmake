@@ -69,3 +69,42 @@ function(vyre_embed_fatbin target symbol source)
   add_library(${target} STATIC ${cc})
   set_target_properties(${target} PROPERTIES CXX_VISIBILITY_PRESET hidden)
 endfunction()
+
+# vyre_embed_devlinked_fatbin(<target> <symbol> <source.cu>)
+#
+# As vyre_embed_fatbin, for kernels that call the device runtime
+# (cudaGraphSetConditional and the like live in libcudadevrt.a): compiled with
+# -rdc and device-linked against cudadevrt into machine code for
+# VYRE_DEVLINK_ARCHS only, since device-runtime calls cannot stay PTX for the
+# driver to JIT. SASS of an architecture runs on later minor versions of its
+# major (sm_80 on 8.6 and 8.9, sm_100 on 10.3, sm_120 on 12.1).
+set(VYRE_DEVLINK_ARCHS "75;80;90;100;110;120"
+    CACHE STRING "SASS architectures of device-linked embedded fatbins")
+
+function(vyre_embed_devlinked_fatbin target symbol source)
+  get_filename_component(stem ${source} NAME_WE)
+  set(object ${CMAKE_CURRENT_BINARY_DIR}/${stem}.rdc.o)
+  set(fatbin ${CMAKE_CURRENT_BINARY_DIR}/${stem}.fatbin)
+  set(cc ${CMAKE_CURRENT_BINARY_DIR}/${stem}_fatbin.cc)
+  set(gencode "")
+  foreach(arch ${VYRE_DEVLINK_ARCHS})
+    list(APPEND gencode -gencode arch=compute_${arch},code=sm_${arch})
+  endforeach()
+  add_custom_command(
+    OUTPUT ${fatbin}
+    COMMAND ${CUDAToolkit_NVCC_EXECUTABLE} -rdc=true ${gencode} -c
+            -o ${object} ${CMAKE_CURRENT_SOURCE_DIR}/${source}
+    COMMAND ${CUDAToolkit_NVCC_EXECUTABLE} -dlink -fatbin --no-compress ${gencode}
+            -o ${fatbin} ${object} -lcudadevrt
+    DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/${source}
+    COMMENT "nvcc -rdc -dlink -fatbin ${source}"
+    VERBATIM)
+  add_custom_command(
+    OUTPUT ${cc}
+    COMMAND ${CMAKE_COMMAND} -DINPUT=${fatbin} -DOUTPUT=${cc} -DSYMBOL=${symbol}
+            -P ${VYRE_EMBED_BINARY_SCRIPT}
+    DEPENDS ${fatbin} ${VYRE_EMBED_BINARY_SCRIPT}
+    VERBATIM)
+  add_library(${target} STATIC ${cc})
+  set_target_properties(${target} PROPERTIES CXX_VISIBILITY_PRESET hidden)
+endfunction()

@@ -1276,6 +1276,63 @@ VYRE_API vyre_status vyre_capture_dispatch(vyre_program program, const vyre_disp
 VYRE_API vyre_status vyre_capture_end(vyre_context context, vyre_graph* out);
 
 /* ------------------------------------------------------------------------ */
+/* Loops on the device                                                       */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * A loop graph runs another graph (its body: a recorded dispatch, a recorded
+ * sequence or captured work) again and again on the device while the body
+ * asks for another round, with an upper bound, in one launch: no host round
+ * trip per iteration (a CUDA conditional WHILE node, CUDA 12.4+ drivers).
+ *
+ * The condition is one u32 word in a RESIDENT buffer of the body's context.
+ * The loop zeroes the word, runs the body, and runs it again (the word zeroed
+ * again) while the body left the word non-zero and fewer than max_iterations
+ * have run. So a fixpoint kernel writes any non-zero value to the word when
+ * it changed something (many threads may write it; no atomics needed). Each
+ * launch runs the body at least once. After a launch the word is 0 when the
+ * body asked for no more, non-zero when the bound stopped it; the number of
+ * iterations run is left in the optional count word. Each iteration costs
+ * the body, one tiny kernel of the library's and the driver's relaunch of
+ * the loop body (about 4.5 us on an H100/H200, docs/PERFORMANCE.md).
+ *
+ * The loop runs the body as it stands when the loop is created (bindings,
+ * rebinding and node changes made by then): replays and node changes of the
+ * body made later do not reach the loop. The loop keeps the body, and so its
+ * buffers and programs, alive. A replay of the loop takes no bindings,
+ * parameter words, scalars or element count (pass a NULL desc); launch it
+ * with vyre_graph_replay, _replay_async or vyre_graph_launch. Its nodes are
+ * the words' reset (a KERNEL) and the loop (a CONDITIONAL).
+ *
+ * Refused: a body with HOST bindings (their copies would run every
+ * iteration; record with RESIDENT bindings) or of another context than the
+ * buffers (INVALID_ARGUMENT); a driver older than CUDA 12.4
+ * (DRIVER_TOO_OLD). The loop's own kernel is machine code for compute
+ * capability 7.5 and newer (it calls the device runtime, which cannot be
+ * JIT-compiled from PTX).
+ */
+
+typedef struct vyre_graph_loop_desc {
+  uint32_t struct_size;
+  /** Iterations per launch at most (>= 1). */
+  uint32_t max_iterations;
+  /** The condition word: a RESIDENT buffer of the body's context and a
+   *  4-byte-aligned offset of a u32 inside it. */
+  vyre_buffer condition_buffer;
+  uint64_t condition_offset;
+  /** Optional ({0}: none): where each launch leaves the number of iterations
+   *  it ran, a u32 at a 4-byte-aligned offset of a RESIDENT buffer of the
+   *  same context (it may share the condition's buffer, not its word). */
+  vyre_buffer count_buffer;
+  uint64_t count_offset;
+} vyre_graph_loop_desc;
+#define VYRE_GRAPH_LOOP_DESC_INIT {sizeof(vyre_graph_loop_desc), 1, {0}, 0, {0}, 0}
+
+/** Creates a loop graph over `body` (see above) in *out. */
+VYRE_API vyre_status vyre_graph_loop_create(vyre_graph body, const vyre_graph_loop_desc* desc,
+                                            vyre_graph* out);
+
+/* ------------------------------------------------------------------------ */
 /* Sequences: many steps over resident buffers, eagerly or as one graph      */
 /* ------------------------------------------------------------------------ */
 

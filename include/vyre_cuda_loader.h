@@ -96,6 +96,7 @@ extern "C" {
   X(vyre_status, vyre_capture_begin, (vyre_context context, const vyre_capture_desc* desc, uint64_t* out_cu_stream)) \
   X(vyre_status, vyre_capture_dispatch, (vyre_program program, const vyre_dispatch_desc* desc)) \
   X(vyre_status, vyre_capture_end, (vyre_context context, vyre_graph* out)) \
+  X(vyre_status, vyre_graph_loop_create, (vyre_graph body, const vyre_graph_loop_desc* desc, vyre_graph* out)) \
   X(vyre_status, vyre_egraph_image_create, (const vyre_egraph_image_desc* desc, vyre_egraph_image* out)) \
   X(vyre_status, vyre_egraph_image_destroy, (vyre_egraph_image image)) \
   X(vyre_status, vyre_egraph_image_read, (vyre_egraph_image image, vyre_egraph_column column, uint64_t first, uint64_t count, uint32_t* dst)) \

@@ -180,6 +180,23 @@ VYRE_API vyre_status vyre_graph_node_info_set(vyre_graph graph, uint64_t node_in
   });
 }
 
+VYRE_API vyre_status vyre_graph_loop_create(vyre_graph body, const vyre_graph_loop_desc* desc,
+                                            vyre_graph* out) {
+  const char* what = "vyre_graph_loop_create";
+  return vyre::ApiCall(what, [&]() -> absl::Status {
+    VYRE_RETURN_IF_ERROR(vyre::RequireOut(what, out, "out"));
+    out->bits = 0;
+    VYRE_ASSIGN_OR_RETURN(std::shared_ptr<vyre::Graph> g, vyre::Graphs().Lookup(body.bits, what));
+    vyre_graph_loop_desc d;
+    VYRE_RETURN_IF_ERROR(vyre::ReadDescriptor(what, "vyre_graph_loop_desc", desc, &d));
+    VYRE_ASSIGN_OR_RETURN(std::shared_ptr<vyre::Graph> loop,
+                          vyre::Graph::CreateLoop(std::move(g), d, what));
+    vyre::Context* owner = &loop->context();
+    VYRE_ASSIGN_OR_RETURN(out->bits, vyre::Register(vyre::Graphs(), std::move(loop), owner, what));
+    return absl::OkStatus();
+  });
+}
+
 VYRE_API vyre_status vyre_graph_kernel_node_update(vyre_graph graph, uint64_t node_index,
                                                    const vyre_kernel_node_update* update) {
   const char* what = "vyre_graph_kernel_node_update";

@@ -90,7 +90,24 @@ constexpr int kPinnedDriverVersion = 12000;
   X(cuDeviceGetUuid)                           \
   X(cuIpcGetMemHandle)                         \
   X(cuIpcOpenMemHandle)                        \
-  X(cuIpcCloseMemHandle)
+  X(cuIpcCloseMemHandle)                       \
+  X(cuGraphCreate)                             \
+  X(cuGraphAddMemsetNode)                      \
+  X(cuGraphAddKernelNode)                      \
+  X(cuGraphAddChildGraphNode)                  \
+  X(cuGraphKernelNodeSetParams)                \
+  X(cuGraphMemsetNodeSetParams)                \
+  VYRE_DRIVER_OPTIONAL_ENTRY_POINTS(X)
+
+// X(name): entry points of newer drivers (CUDA 12.4, kOptionalDriverVersion)
+// that only some features need: resolved when the driver has them, left null
+// otherwise; the feature checks HasConditionalGraphs() and says so.
+// Last in the table, so the required ones are a prefix.
+#define VYRE_DRIVER_OPTIONAL_ENTRY_POINTS(X)   \
+  X(cuGraphConditionalHandleCreate)            \
+  X(cuGraphAddNode)
+
+constexpr int kOptionalDriverVersion = 12040;
 
 enum class Entry : int {
 #define VYRE_DRIVER_ENUM(name) k_##name,
@@ -122,6 +139,11 @@ extern DriverApi g_table;
 
 // The table; only valid after EnsureLoaded() returned OK.
 inline const DriverApi& Api() { return internal::g_table; }
+
+// Whether the driver has the conditional-node entry points (CUDA 12.4+).
+inline bool HasConditionalGraphs() {
+  return Api().cuGraphConditionalHandleCreate != nullptr && Api().cuGraphAddNode != nullptr;
+}
 
 // Devices visible after cuInit (0 when cuInit said CUDA_ERROR_NO_DEVICE).
 int DeviceCount();

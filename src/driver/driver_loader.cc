@@ -24,6 +24,16 @@ constexpr const char* kEntryNames[] = {
 #undef VYRE_DRIVER_NAME
 };
 
+// The optional entries (VYRE_DRIVER_OPTIONAL_ENTRY_POINTS) end the table.
+constexpr int CountOptional() {
+  int n = 0;
+#define VYRE_DRIVER_COUNT(name) ++n;
+  VYRE_DRIVER_OPTIONAL_ENTRY_POINTS(VYRE_DRIVER_COUNT)
+#undef VYRE_DRIVER_COUNT
+  return n;
+}
+constexpr int kRequiredCount = static_cast<int>(Entry::kCount) - CountOptional();
+
 using GetProcAddressFn = CUresult(CUDAAPI*)(const char*, void**, int, cuuint64_t,
                                             CUdriverProcAddressQueryResult*);
 // The fake driver's fake_cuda_take_refused_kernel (tests/support/fake_driver).
@@ -165,9 +175,19 @@ absl::Status Load(LoadedDriver& d) {
                   d.driver_version / 1000, (d.driver_version % 1000) / 10);
   }
   void** slots = reinterpret_cast<void**>(&d.api);
-  for (int i = 0; i < static_cast<int>(Entry::kCount); ++i) {
+  for (int i = 0; i < kRequiredCount; ++i) {
     if (slots[i] != nullptr) continue;
     VYRE_RETURN_IF_ERROR(Resolve(get_proc, kEntryNames[i], &slots[i], path));
+  }
+  // Newer drivers' entry points: null when missing; their features say so.
+  for (int i = kRequiredCount; i < static_cast<int>(Entry::kCount); ++i) {
+    if (slots[i] != nullptr) continue;
+    CUdriverProcAddressQueryResult query = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+    if (get_proc(kEntryNames[i], &slots[i], kOptionalDriverVersion, CU_GET_PROC_ADDRESS_DEFAULT,
+                 &query) != CUDA_SUCCESS ||
+        query != CU_GET_PROC_ADDRESS_SUCCESS) {
+      slots[i] = nullptr;
+    }
   }
   CUresult init = d.api.cuInit(0);
   if (init == CUDA_ERROR_NO_DEVICE) {

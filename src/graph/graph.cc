@@ -141,10 +141,13 @@ absl::Status CapturedKernelRefusal(uint64_t index, const char* what) {
                 what, index);
 }
 
-absl::Status Graph::SetKernelNode(size_t index, const RecordedOp& op, const char* what) {
-  KernelValues values = op.values;
-  KernelArgs args;
-  PointKernelArgs(values, &args);
+namespace {
+
+// A recorded launch's kernel node parameters; `args` points into `values`.
+CUDA_KERNEL_NODE_PARAMS KernelNodeParams(const RecordedOp& op, KernelValues& values,
+                                         KernelArgs* args) {
+  values = op.values;
+  PointKernelArgs(values, args);
   CUDA_KERNEL_NODE_PARAMS params{};
   params.func = op.program->function();
   params.gridDimX = op.shape.grid[0];
@@ -154,7 +157,31 @@ absl::Status Graph::SetKernelNode(size_t index, const RecordedOp& op, const char
   params.blockDimY = op.shape.block[1];
   params.blockDimZ = op.shape.block[2];
   params.sharedMemBytes = op.shape.shared_bytes;
-  params.kernelParams = args.data();
+  params.kernelParams = args->data();
+  return params;
+}
+
+}  // namespace
+
+absl::Status Graph::SyncTemplate(const char* what) {
+  for (size_t i = 0; i < full_.ops.size(); ++i) {
+    const RecordedOp& op = full_.ops[i];
+    if (op.kind == VYRE_GRAPH_NODE_MEMSET) {
+      VYRE_CU(what, cuGraphMemsetNodeSetParams, full_.nodes[i], &op.memset);
+    } else if (op.kind == VYRE_GRAPH_NODE_KERNEL && op.program != nullptr) {
+      KernelValues values;
+      KernelArgs args;
+      const CUDA_KERNEL_NODE_PARAMS params = KernelNodeParams(op, values, &args);
+      VYRE_CU(what, cuGraphKernelNodeSetParams, full_.nodes[i], &params);
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Graph::SetKernelNode(size_t index, const RecordedOp& op, const char* what) {
+  KernelValues values;
+  KernelArgs args;
+  const CUDA_KERNEL_NODE_PARAMS params = KernelNodeParams(op, values, &args);
   VYRE_CU(what, cuGraphExecKernelNodeSetParams, full_.exec.get(), full_.nodes[index], &params);
   if (unchanged_.exec) {
     VYRE_CU(what, cuGraphExecKernelNodeSetParams, unchanged_.exec.get(),

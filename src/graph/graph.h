@@ -83,6 +83,11 @@ class Graph {
   static absl::StatusOr<std::shared_ptr<Graph>> FromCapture(std::shared_ptr<Context> context,
                                                             CapturedWork work,
                                                             const char* what);
+  // vyre_graph_loop_create (graph_loop.cc): `body` run while it asks for
+  // another round, as a conditional WHILE node.
+  static absl::StatusOr<std::shared_ptr<Graph>> CreateLoop(std::shared_ptr<Graph> body,
+                                                           const vyre_graph_loop_desc& desc,
+                                                           const char* what);
   ~Graph();
   Graph(const Graph&) = delete;
   Graph& operator=(const Graph&) = delete;
@@ -189,6 +194,12 @@ class Graph {
   absl::Status SetMemsetNode(size_t index, const CUDA_MEMSET_NODE_PARAMS& params,
                              const char* what);
   absl::Status ApplyAll(const char* what);
+  // Brings the nodes of full_.graph (the graph the executable ones came
+  // from) up to the parameters the next replay runs, so a clone of it runs
+  // the same (graph_loop.cc). The caller holds mu_.
+  absl::Status SyncTemplate(const char* what);
+  // A loop body's buffers that the loop does not hold itself: a sequence's.
+  absl::Status CheckLoopBodyLive(const char* what) const;
 
   // vyre_graph_node_info_set's checks (graph_node_set.cc): `info` applied to
   // a copy of the node's current state, touching nothing.
@@ -256,6 +267,9 @@ class Graph {
   bool captured_ = false;                // vyre_capture_end graphs
   std::vector<std::shared_ptr<Buffer>> captured_buffers_;
   std::vector<std::shared_ptr<Program>> captured_programs_;
+  // Loop graphs: the control kernel's module (outlives full_) and the body.
+  std::shared_ptr<LoadedModule> loop_module_;
+  std::shared_ptr<Graph> loop_body_;
   ExecutableGraph full_;
   ExecutableGraph unchanged_;  // without the input copies (HOST inputs only)
   size_t input_copies_ = 0;    // full_'s leading input-copy nodes

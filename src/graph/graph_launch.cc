@@ -72,20 +72,26 @@ absl::Status Graph::LaunchCaptured(const vyre_graph_replay_desc& desc, const cha
       desc.param_words != nullptr || desc.param_word_count != 0 || desc.scalars != nullptr ||
       desc.scalar_count != 0) {
     return Errorf(VYRE_STATUS_INVALID_ARGUMENT,
-                  "%s: this graph was captured (vyre_capture_end), which takes no bindings, "
-                  "element count, parameter words or scalars at replay. Fix: pass a NULL desc "
-                  "(or only flags); capture again for other buffers or values.",
-                  what);
+                  "%s: this graph was %s, which takes no bindings, element count, parameter "
+                  "words or scalars at replay. Fix: pass a NULL desc (or only flags); %s.",
+                  what,
+                  loop_body_ ? "made by vyre_graph_loop_create" : "captured (vyre_capture_end)",
+                  loop_body_ ? "change the body and create the loop again"
+                             : "capture again for other buffers or values");
   }
   for (const std::shared_ptr<Buffer>& buffer : captured_buffers_) {
     if (buffer->freed()) {
       return Errorf(VYRE_STATUS_STALE_HANDLE,
-                    "%s: a dispatch captured into this graph uses a buffer that was freed. Fix: "
-                    "keep the buffers of captured dispatches until the graph is destroyed, or "
-                    "capture again with live buffers.",
-                    what);
+                    "%s: %s uses a buffer that was freed. Fix: keep %s until the graph is "
+                    "destroyed, or %s with live buffers.",
+                    what,
+                    loop_body_ ? "this loop's condition or count word"
+                               : "a dispatch captured into this graph",
+                    loop_body_ ? "the loop's buffers" : "the buffers of captured dispatches",
+                    loop_body_ ? "create the loop again" : "capture again");
     }
   }
+  if (loop_body_) VYRE_RETURN_IF_ERROR(loop_body_->CheckLoopBodyLive(what));
   if (reapply_) VYRE_RETURN_IF_ERROR(ApplyAll(what));
   return LaunchExec(/*unchanged_inputs=*/false, what);
 }

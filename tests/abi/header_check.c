@@ -35,6 +35,7 @@ static const any_fn kFunctions[] = {
     (any_fn)vyre_sequence_create,  (any_fn)vyre_sequence_run,
     (any_fn)vyre_sequence_record,  (any_fn)vyre_sequence_destroy,
     (any_fn)vyre_capture_begin,    (any_fn)vyre_capture_dispatch, (any_fn)vyre_capture_end,
+    (any_fn)vyre_graph_loop_create,
     (any_fn)vyre_egraph_image_create, (any_fn)vyre_egraph_image_destroy,
     (any_fn)vyre_egraph_image_read, (any_fn)vyre_egraph_image_write,
     (any_fn)vyre_egraph_image_info_get, (any_fn)vyre_egraph_pass,

@@ -104,6 +104,13 @@ int main(void) {
   FIELD(vyre_capture_desc, struct_size);
   FIELD(vyre_capture_desc, mode);
   FIELD(vyre_capture_desc, param_bytes);
+  STRUCT(vyre_graph_loop_desc);
+  FIELD(vyre_graph_loop_desc, struct_size);
+  FIELD(vyre_graph_loop_desc, max_iterations);
+  FIELD(vyre_graph_loop_desc, condition_buffer);
+  FIELD(vyre_graph_loop_desc, condition_offset);
+  FIELD(vyre_graph_loop_desc, count_buffer);
+  FIELD(vyre_graph_loop_desc, count_offset);
   STRUCT(vyre_graph_node_info);
   FIELD(vyre_graph_node_info, struct_size);
   FIELD(vyre_graph_node_info, kind);

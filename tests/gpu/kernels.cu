@@ -31,6 +31,17 @@ extern "C" __global__ void vyre_test_add_u32(const u32* a, const u32* b, u32* ou
 }
 
 // data[i] += 1 for i < params[0].
+// A countdown to a fixpoint (a loop graph's body): for i < params[0], a
+// positive data[i] drops by one, and *flag becomes 1 while some element is
+// still positive after it.
+extern "C" __global__ void vyre_test_countdown_u32(u32* data, u32* flag, const u32* params) {
+  const u32 i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < params[0] && data[i] != 0u) {
+    data[i] -= 1u;
+    if (data[i] != 0u) *flag = 1u;
+  }
+}
+
 extern "C" __global__ void vyre_test_inc_u32(u32* data, const u32* params) {
   const u32 n = params[0];
   const u32 i = GlobalThreadIndex();

@@ -12,6 +12,18 @@ extern "C" __global__ void vyre_test_inc_u32(unsigned* data, const unsigned* par
   if (i < params[0]) data[i] += 1;
 }
 
+// A countdown to a fixpoint: for i < params[0], a positive data[i] drops by
+// one, and *flag becomes 1 while some element is still positive after it
+// (a loop graph's condition word: vyre_graph_loop_create).
+extern "C" __global__ void vyre_test_countdown_u32(unsigned* data, unsigned* flag,
+                                                   const unsigned* params) {
+  unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < params[0] && data[i] != 0u) {
+    data[i] -= 1u;
+    if (data[i] != 0u) *flag = 1u;
+  }
+}
+
 extern "C" __global__ void vyre_test_saxpy_f32(float a, const float* x, float* y,
                                                unsigned long long n) {
   unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x;

@@ -194,6 +194,14 @@ ProgramSpec IncSpec() {
   return spec;
 }
 
+ProgramSpec CountdownSpec() {
+  ProgramSpec spec;
+  spec.entry = "vyre_test_countdown_u32";
+  spec.bindings = {Decl(VYRE_ROLE_INPUT_OUTPUT, 4, "data"),
+                   Decl(VYRE_ROLE_INPUT_OUTPUT, 4, "flag")};
+  return spec;
+}
+
 ProgramSpec SaxpySpec() {
   ProgramSpec spec;
   spec.entry = "vyre_test_saxpy_f32";

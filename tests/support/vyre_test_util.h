@@ -125,6 +125,8 @@ struct ProgramSpec {
 ProgramSpec AddSpec();
 // vyre_test_inc_u32: data INPUT_OUTPUT (u32).
 ProgramSpec IncSpec();
+// vyre_test_countdown_u32: data INPUT_OUTPUT, flag INPUT_OUTPUT (u32).
+ProgramSpec CountdownSpec();
 // vyre_test_saxpy_f32: x INPUT, y INPUT_OUTPUT (f32), explicit params
 // {SCALAR32 0, BINDING 0, BINDING 1, SCALAR64 1}.
 ProgramSpec SaxpySpec();

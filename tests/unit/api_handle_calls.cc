@@ -239,6 +239,12 @@ std::vector<HandleCall> GraphHandleCalls() {
          info.kind = VYRE_GRAPH_NODE_KERNEL;
          return vyre_graph_node_info_set(vyre_graph{bits}, 0, &info, 0);
        }},
+      {"vyre_graph_loop_create", K::kGraph,
+       [](uint64_t bits) {
+         vyre_graph_loop_desc desc = VYRE_GRAPH_LOOP_DESC_INIT;
+         vyre_graph loop{0};
+         return vyre_graph_loop_create(vyre_graph{bits}, &desc, &loop);
+       }},
       {"vyre_graph_destroy", K::kGraph,
        [](uint64_t bits) { return vyre_graph_destroy(vyre_graph{bits}); }},
       {"vyre_graph_info_get", K::kGraph,

@@ -130,6 +130,7 @@ CUresult fake_cuGraphDestroy(CUgraph graph) {
     return Misuse(CUDA_ERROR_INVALID_VALUE, "cuGraphDestroy: unknown graph %p",
                   static_cast<void*>(graph));
   }
+  DestroyOwnedGraphs(*g);
   for (const auto& node : g->nodes) S().graph_nodes.erase(node.get());
   for (auto& [handle, exec] : S().graph_execs) {
     if (exec->source == g) exec->source = nullptr;  // its nodes can no longer be named

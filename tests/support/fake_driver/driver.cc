@@ -59,6 +59,7 @@
 //                           it is wrong, and a test that checks it fails.
 #include <cuda.h>
 
+#include <cstdlib>
 #include <cstring>
 
 #include "entry_points.h"
@@ -149,6 +150,15 @@ const ProcEntry kProcs[] = {
     FAKE_PROC(cuIpcGetMemHandle),
     FAKE_PROC(cuIpcOpenMemHandle),
     FAKE_PROC(cuIpcCloseMemHandle),
+    FAKE_PROC(cuGraphCreate),
+    FAKE_PROC(cuGraphAddMemsetNode),
+    FAKE_PROC(cuGraphAddKernelNode),
+    FAKE_PROC(cuGraphAddChildGraphNode),
+    FAKE_PROC(cuGraphKernelNodeSetParams),
+    FAKE_PROC(cuGraphMemsetNodeSetParams),
+    // CUDA 12.4's: hidden by FAKE_CUDA_NO_CONDITIONAL=1 (cuGetProcAddress_v2).
+    FAKE_PROC(cuGraphConditionalHandleCreate),
+    FAKE_PROC(cuGraphAddNode),
 };
 #undef FAKE_PROC
 
@@ -183,8 +193,12 @@ FAKE_EXPORT CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int cud
     if (symbolStatus) *symbolStatus = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
     return CUDA_ERROR_STUB_LIBRARY;
   }
+  const char* no_conditional = std::getenv("FAKE_CUDA_NO_CONDITIONAL");
+  const bool hide = no_conditional != nullptr && std::strcmp(no_conditional, "1") == 0 &&
+                    (std::strcmp(symbol, "cuGraphConditionalHandleCreate") == 0 ||
+                     std::strcmp(symbol, "cuGraphAddNode") == 0);
   for (const ProcEntry& entry : kProcs) {
-    if (std::strcmp(entry.name, symbol) == 0) {
+    if (!hide && std::strcmp(entry.name, symbol) == 0) {
       *pfn = entry.function;
       if (symbolStatus) *symbolStatus = CU_GET_PROC_ADDRESS_SUCCESS;
       return CUDA_SUCCESS;

@@ -101,6 +101,23 @@ CUresult fake_cuEventElapsedTime(float* ms, CUevent start, CUevent end);
 CUresult fake_cuStreamBeginCapture(CUstream stream, CUstreamCaptureMode mode);
 CUresult fake_cuStreamEndCapture(CUstream stream, CUgraph* graph);
 CUresult fake_cuGraphDestroy(CUgraph graph);
+// graph_build.cc
+CUresult fake_cuGraphCreate(CUgraph* graph, unsigned int flags);
+CUresult fake_cuGraphAddMemsetNode(CUgraphNode* out, CUgraph graph, const CUgraphNode* deps,
+                                   size_t count, const CUDA_MEMSET_NODE_PARAMS* params,
+                                   CUcontext context);
+CUresult fake_cuGraphAddKernelNode(CUgraphNode* out, CUgraph graph, const CUgraphNode* deps,
+                                   size_t count, const CUDA_KERNEL_NODE_PARAMS* params);
+CUresult fake_cuGraphAddChildGraphNode(CUgraphNode* out, CUgraph graph, const CUgraphNode* deps,
+                                       size_t count, CUgraph child);
+CUresult fake_cuGraphConditionalHandleCreate(CUgraphConditionalHandle* out, CUgraph graph,
+                                             CUcontext context, unsigned int default_value,
+                                             unsigned int flags);
+CUresult fake_cuGraphAddNode(CUgraphNode* out, CUgraph graph, const CUgraphNode* deps,
+                             const CUgraphEdgeData* edges, size_t count,
+                             CUgraphNodeParams* params);
+CUresult fake_cuGraphKernelNodeSetParams(CUgraphNode node, const CUDA_KERNEL_NODE_PARAMS* params);
+CUresult fake_cuGraphMemsetNodeSetParams(CUgraphNode node, const CUDA_MEMSET_NODE_PARAMS* params);
 CUresult fake_cuGraphGetNodes(CUgraph graph, CUgraphNode* nodes, size_t* count);
 CUresult fake_cuGraphNodeGetType(CUgraphNode node, CUgraphNodeType* type);
 CUresult fake_cuGraphMemsetNodeGetParams(CUgraphNode node, CUDA_MEMSET_NODE_PARAMS* params);

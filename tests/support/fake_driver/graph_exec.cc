@@ -33,11 +33,8 @@ CUresult fake_cuGraphInstantiateWithFlags(CUgraphExec* exec, CUgraph graph,
   }
   auto x = std::make_unique<FakeGraphExec>();
   x->source = g;
-  x->nodes.reserve(g->nodes.size());
-  for (const auto& node : g->nodes) {
-    x->index[node.get()] = x->nodes.size();
-    x->nodes.push_back(*node);
-  }
+  x->nodes = SnapshotGraph(*g);
+  for (size_t i = 0; i < g->nodes.size(); ++i) x->index[g->nodes[i].get()] = i;
   FakeGraphExec* raw = x.get();
   S().graph_execs.emplace(raw, std::move(x));
   *exec = reinterpret_cast<CUgraphExec>(raw);
@@ -50,6 +47,60 @@ CUresult fake_cuGraphExecDestroy(CUgraphExec exec) {
   if (S().graph_execs.erase(reinterpret_cast<FakeGraphExec*>(exec)) == 0) {
     return Misuse(CUDA_ERROR_INVALID_VALUE, "cuGraphExecDestroy: unknown graph exec %p",
                   static_cast<void*>(exec));
+  }
+  return CUDA_SUCCESS;
+}
+
+namespace {
+
+// Kernels the fake does not know, anywhere in `nodes` (child graphs and
+// WHILE bodies included), refuse the whole launch before any node runs.
+CUresult RefuseUnknownKernels(const std::vector<FakeGraphNode>& nodes) {
+  for (const FakeGraphNode& n : nodes) {
+    if (n.op == NodeOp::kKernel) {
+      if (CUresult r = KernelRefusal(n.kernel, "cuGraphLaunch")) return r;
+    } else if (n.nodes != nullptr) {
+      if (CUresult r = RefuseUnknownKernels(*n.nodes)) return r;
+    }
+  }
+  return CUDA_SUCCESS;
+}
+
+// A WHILE node runs this many iterations at most before the fake calls the
+// graph a runaway (a real GPU would spin on).
+constexpr uint64_t kMaxWhileIterations = uint64_t{1} << 24;
+
+}  // namespace
+
+CUresult RunKernelNode(const FakeGraphNode& n);
+
+// Runs `nodes` in order; WHILE bodies while their handle's value is non-zero.
+CUresult RunGraphNodes(const std::vector<FakeGraphNode>& nodes) {
+  fake_cuda_stats& st = S().stats;
+  for (const FakeGraphNode& n : nodes) {
+    if (S().sticky != CUDA_SUCCESS || S().latent != CUDA_SUCCESS) break;  // a node faulted
+    if (n.op == NodeOp::kKernel) {
+      if (CUresult r = RunKernelNode(n)) return r;
+    } else if (n.op == NodeOp::kChildGraph) {
+      if (CUresult r = RunGraphNodes(*n.nodes)) return r;
+    } else if (n.op == NodeOp::kConditional) {
+      State::Conditional& c = S().conditionals[n.handle];
+      c.value = c.default_value;
+      for (uint64_t i = 0; c.value != 0; ++i) {
+        if (i == kMaxWhileIterations) {
+          return Misuse(CUDA_ERROR_LAUNCH_TIMEOUT,
+                        "cuGraphLaunch: a WHILE node ran %llu iterations without stopping",
+                        static_cast<unsigned long long>(i));
+        }
+        if (n.nodes == nullptr) break;
+        if (CUresult r = RunGraphNodes(*n.nodes)) return r;
+        if (S().sticky != CUDA_SUCCESS || S().latent != CUDA_SUCCESS) break;
+      }
+    } else {
+      if (CUresult r = CheckTransfer(n, "cuGraphLaunch")) return r;
+      RunTransfer(n);
+    }
+    ++st.graph_nodes_run;
   }
   return CUDA_SUCCESS;
 }
@@ -102,24 +153,10 @@ CUresult fake_cuGraphLaunch(CUgraphExec exec, CUstream stream) {
   // A kernel node of a kernel the fake does not know refuses the whole launch
   // before any node runs. (Captures refuse such launches already; this
   // guards graphs made any other way.)
-  for (const FakeGraphNode& n : x->nodes) {
-    if (n.op != NodeOp::kKernel) continue;
-    if (CUresult r = KernelRefusal(n.kernel, "cuGraphLaunch")) return r;
-  }
+  if (CUresult r = RefuseUnknownKernels(x->nodes)) return r;
   FlushDeferred();
-  fake_cuda_stats& st = S().stats;
-  ++st.graph_launches;
-  for (const FakeGraphNode& n : x->nodes) {
-    if (S().sticky != CUDA_SUCCESS || S().latent != CUDA_SUCCESS) break;  // a node faulted
-    if (n.op == NodeOp::kKernel) {
-      if (CUresult r = RunKernelNode(n)) return r;
-    } else {
-      if (CUresult r = CheckTransfer(n, "cuGraphLaunch")) return r;
-      RunTransfer(n);
-    }
-    ++st.graph_nodes_run;
-  }
-  return CUDA_SUCCESS;
+  ++S().stats.graph_launches;
+  return RunGraphNodes(x->nodes);
 }
 
 namespace {

@@ -116,6 +116,63 @@ CUresult RunNoop(const char* /*name*/, const KernelArgs& /*args*/, uint64_t /*th
   return CUDA_SUCCESS;
 }
 
+// (u32* data, u32* flag, const u32* params): for i < params[0], a positive
+// data[i] drops by one, and *flag = 1 where one is still positive after.
+CUresult RunCountdownU32(const char* name, const KernelArgs& args, uint64_t threads) {
+  CUdeviceptr data, flag, params;
+  if (!args.Read(0, {}, &data) || !args.Read(1, {8}, &flag) || !args.Read(2, {8, 8}, &params)) {
+    return BadArgs(name);
+  }
+  if (CUresult r = CheckKernelRange(name, "params", params, 4)) return r;
+  if (CUresult r = CheckKernelRange(name, "flag", flag, 4)) return r;
+  uint64_t n = ElementsToRun(threads, *DevicePointer<uint32_t>(params));
+  if (CUresult r = CheckKernelRange(name, "data", data, n * 4)) return r;
+  uint32_t* p = DevicePointer<uint32_t>(data);
+  for (uint64_t i = 0; i < n; ++i) {
+    if (p[i] == 0) continue;
+    p[i] -= 1;
+    if (p[i] != 0) *DevicePointer<uint32_t>(flag) = 1;
+  }
+  return CUDA_SUCCESS;
+}
+
+// The library's loop control (src/kernels/graph_loop.cu):
+// (CUgraphConditionalHandle h, u32* condition, u32* count, u32 max): counts,
+// and goes on (clearing the condition) while it is set below the bound.
+CUresult RunLoopControl(const char* name, const KernelArgs& args, uint64_t /*threads*/) {
+  CUgraphConditionalHandle handle;
+  CUdeviceptr condition, count;
+  uint32_t max_iterations;
+  if (!args.Read(0, {}, &handle) || !args.Read(1, {8}, &condition) ||
+      !args.Read(2, {8, 8}, &count) || !args.Read(3, {8, 8, 8}, &max_iterations)) {
+    return BadArgs(name);
+  }
+  if (CUresult r = CheckKernelRange(name, "condition", condition, 4)) return r;
+  if (CUresult r = CheckKernelRange(name, "count", count, 4)) return r;
+  auto it = S().conditionals.find(handle);
+  if (it == S().conditionals.end()) {
+    return Misuse(CUDA_ERROR_INVALID_VALUE, "%s: unknown conditional handle", name);
+  }
+  uint32_t* ran = DevicePointer<uint32_t>(count);
+  uint32_t* word = DevicePointer<uint32_t>(condition);
+  *ran += 1;
+  const bool again = *word != 0 && *ran < max_iterations;
+  if (again) *word = 0;
+  it->second.value = again ? 1 : 0;
+  return CUDA_SUCCESS;
+}
+
+// The loop's start: (u32* condition, u32* count), both zeroed.
+CUresult RunLoopStart(const char* name, const KernelArgs& args, uint64_t /*threads*/) {
+  CUdeviceptr condition, count;
+  if (!args.Read(0, {}, &condition) || !args.Read(1, {8}, &count)) return BadArgs(name);
+  if (CUresult r = CheckKernelRange(name, "condition", condition, 4)) return r;
+  if (CUresult r = CheckKernelRange(name, "count", count, 4)) return r;
+  *DevicePointer<uint32_t>(condition) = 0;
+  *DevicePointer<uint32_t>(count) = 0;
+  return CUDA_SUCCESS;
+}
+
 using KernelBody = CUresult (*)(const char* name, const KernelArgs& args, uint64_t threads);
 
 struct KnownKernel {
@@ -138,6 +195,10 @@ constexpr KnownKernel kKnownKernels[] = {
     {"vyre_test_saxpy_f32", RunSaxpyF32, {4, 8, 8, 8}, 4},
     {"vyre_test_noop_out_u32", RunNoop, {}, 0},
     {"vyre_test_probe_params", RunProbeParams, {8, 8, 4, 8}, 4},
+    {"vyre_test_countdown_u32", RunCountdownU32, {8, 8, 8}, 3},
+    // The library's loop graphs' control kernel (a WHILE node's condition).
+    {"vyre_loop_control", RunLoopControl, {8, 8, 8, 4}, 4},
+    {"vyre_loop_start", RunLoopStart, {8, 8}, 2},
     // The library's self-test and the examples' vector add
     // (examples/vector_add_ptx.h, so their happy paths run on this driver too).
     {"vyre_selftest_add_u32", RunAddU32, {8, 8, 8, 8}, 4},

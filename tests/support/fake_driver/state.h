@@ -72,7 +72,8 @@ struct LaunchShape {
 };
 
 // One operation of a captured graph (CUgraphNode points at one of these).
-enum class NodeOp { kCopyHtoD, kCopyDtoH, kCopyDtoD, kMemset, kKernel };
+enum class NodeOp { kCopyHtoD, kCopyDtoH, kCopyDtoD, kMemset, kKernel, kChildGraph, kConditional };
+struct FakeGraph;
 struct FakeGraphNode {
   NodeOp op = NodeOp::kKernel;
   // Copies and memsets.
@@ -96,8 +97,17 @@ struct FakeGraphNode {
   std::vector<unsigned char> args;  // packed like a CU_LAUNCH_PARAM_BUFFER_POINTER block
   CUfunction function = nullptr;      // the handle captured, as cuGraphKernelNodeGetParams gives it
   std::vector<void*> arg_pointers;    // kernelParams view of `args`, for the same call
+  // kChildGraph: a copy of the child graph's nodes (graph_build.cc), taken
+  // when the node is added. kConditional (WHILE only): its handle, and its
+  // body graph while building (`body`), copied at instantiation (`nodes`).
+  std::shared_ptr<const std::vector<FakeGraphNode>> nodes;
+  CUgraphConditionalHandle handle = 0;
+  FakeGraph* body = nullptr;
+  CUgraph body_out[1] = {nullptr};  // what phGraph_out points at
 
   CUgraphNodeType type() const {
+    if (op == NodeOp::kChildGraph) return CU_GRAPH_NODE_TYPE_GRAPH;
+    if (op == NodeOp::kConditional) return CU_GRAPH_NODE_TYPE_CONDITIONAL;
     if (op == NodeOp::kKernel) return CU_GRAPH_NODE_TYPE_KERNEL;
     return op == NodeOp::kMemset ? CU_GRAPH_NODE_TYPE_MEMSET : CU_GRAPH_NODE_TYPE_MEMCPY;
   }
@@ -175,6 +185,14 @@ struct State {
   std::map<FakeGraph*, std::unique_ptr<FakeGraph>> graphs;  // handed over by cuStreamEndCapture
   std::set<FakeGraphNode*> graph_nodes;                     // the nodes of `graphs`
   std::map<FakeGraphExec*, std::unique_ptr<FakeGraphExec>> graph_execs;
+  // Conditional handles (cuGraphConditionalHandleCreate): each one's default
+  // and its value while a graph runs (set by the loop's control kernel).
+  struct Conditional {
+    unsigned default_value = 0;
+    unsigned value = 0;
+  };
+  std::map<CUgraphConditionalHandle, Conditional> conditionals;
+  CUgraphConditionalHandle next_conditional = 1;
   uint64_t module_serial = 0;
   CUresult armed_fault = CUDA_SUCCESS;  // fake_cuda_inject_*fault: the next launch faults
   bool armed_latent = false;            // ... showing only at the next non-enqueue call
@@ -257,6 +275,13 @@ void RunTransfer(const FakeGraphNode& n);
 // --- capture.cc -------------------------------------------------------------
 
 FakeGraph* FindGraph(CUgraph graph);
+
+// --- graph_build.cc ---------------------------------------------------------
+
+// A graph's nodes as an executable graph runs them (WHILE bodies copied in).
+std::vector<FakeGraphNode> SnapshotGraph(const FakeGraph& g);
+// Forgets the body graphs owned by `g`'s conditional nodes (cuGraphDestroy).
+void DestroyOwnedGraphs(const FakeGraph& g);
 FakeGraphExec* FindGraphExec(CUgraphExec exec);
 FakeGraphNode* FindGraphNode(CUgraphNode node);
 

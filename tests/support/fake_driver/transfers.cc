@@ -55,6 +55,8 @@ CUresult CheckTransfer(const FakeGraphNode& n, const char* fn) {
       if (CUresult r = CheckDeviceRange(n.dst, n.bytes, fn)) return r;
       break;
     case NodeOp::kKernel:
+    case NodeOp::kChildGraph:
+    case NodeOp::kConditional:
       break;
   }
   if (n.op != NodeOp::kKernel && n.op != NodeOp::kCopyDtoH) {
@@ -101,6 +103,8 @@ void RunTransfer(const FakeGraphNode& n) {
       ++st.memsets;
       break;
     case NodeOp::kKernel:
+    case NodeOp::kChildGraph:
+    case NodeOp::kConditional:
       break;
   }
 }
