@@ -330,6 +330,10 @@ struct Run {
   Figure round1_device;         // GPU: first round's device time
   Figure rebuild_device;        // GPU: device_ns
   Figure rebuild_wall;          // host wall
+  // GPU: the same rebuilds with VYRE_EGRAPH_REBUILD_DEVICE_ROUNDS (issue 23),
+  // interleaved with host-driven ones, and whether both agreed.
+  Figure rounds_host_wall, rounds_device_wall;
+  bool rounds_agree = true;
   bool have_result = false;
   vyre_egraph_rebuild_result result = VYRE_EGRAPH_REBUILD_RESULT_INIT;
   std::vector<uint32_t> canonical;
@@ -352,9 +356,10 @@ struct RunPlan {
 };
 
 vyre_egraph_rebuild_result TimedRebuild(vyre_egraph_image image, const Graph& g,
-                                        uint32_t max_rounds, double* wall_seconds) {
+                                        uint32_t max_rounds, double* wall_seconds,
+                                        uint32_t extra_flags = 0) {
   vyre_egraph_rebuild_desc desc = VYRE_EGRAPH_REBUILD_DESC_INIT;
-  desc.flags = VYRE_EGRAPH_REBUILD_RESET | VYRE_EGRAPH_REBUILD_DEVICE_TIMING;
+  desc.flags = VYRE_EGRAPH_REBUILD_RESET | VYRE_EGRAPH_REBUILD_DEVICE_TIMING | extra_flags;
   desc.max_rounds = max_rounds;
   desc.unions = g.unions.empty() ? nullptr : g.unions.data();
   desc.union_count = g.unions.size() / 2;
@@ -467,6 +472,24 @@ Run RunEngine(const Graph& g, const RunPlan& plan) {
     run.rebuild_device = Measured(device_samples);
     run.rebuild_wall = Measured(wall_samples);
     run.have_result = true;
+
+    // Rounds on the device against host-driven batches, interleaved.
+    {
+      std::vector<double> host_walls, device_walls;
+      TimedRebuild(image, g, 0, &wall, VYRE_EGRAPH_REBUILD_DEVICE_ROUNDS);
+      for (size_t i = 0; i < rebuild_reps; ++i) {
+        const vyre_egraph_rebuild_result host = TimedRebuild(image, g, 0, &wall);
+        host_walls.push_back(wall);
+        const vyre_egraph_rebuild_result device =
+            TimedRebuild(image, g, 0, &wall, VYRE_EGRAPH_REBUILD_DEVICE_ROUNDS);
+        device_walls.push_back(wall);
+        run.rounds_agree = run.rounds_agree && host.rounds == device.rounds &&
+                           host.merges == device.merges &&
+                           host.classes_after == device.classes_after;
+      }
+      run.rounds_host_wall = Measured(host_walls);
+      run.rounds_device_wall = Measured(device_walls);
+    }
 
     // A pass over the rebuilt image: the groups are whole (no pairs), and
     // every class is read through the merged union-find, where the fresh
@@ -816,6 +839,29 @@ std::string Report(const Bench& bench, const std::string& header,
 }
 
 // Issue 20's target for the full rebuild of the 16 M-row synthetic case.
+// Issue 23: the full rebuild with its rounds on the device (one loop graph,
+// VYRE_EGRAPH_REBUILD_DEVICE_ROUNDS) against host-driven batches, per case.
+std::string DeviceRoundsSection(const Bench& bench, const std::vector<CaseResult>& cases) {
+  std::string out =
+      "\n### Issue 23: rebuild rounds on the device vs host-driven batches (" +
+      (bench.gpu_available ? "GPU: " + bench.gpu_name : std::string("GPU unavailable")) + ")\n\n";
+  out += "| case | rounds | host-driven wall (median) | device rounds wall (median) | "
+         "device / host | same results |\n";
+  out += "|---|---:|---:|---:|---:|---|\n";
+  for (const CaseResult& c : cases) {
+    if (!c.gpu.have_result || !c.gpu.rounds_device_wall.measured) continue;
+    out += "| " + c.name + " | " + std::to_string(c.gpu.result.rounds) + " | " +
+           Duration(c.gpu.rounds_host_wall.seconds) +
+           Format(" (%zu runs)", c.gpu.rounds_host_wall.reps) + " | " +
+           Duration(c.gpu.rounds_device_wall.seconds) + " | " +
+           Format("%.3fx", c.gpu.rounds_device_wall.seconds / c.gpu.rounds_host_wall.seconds) +
+           " | " + (c.gpu.rounds_agree ? "yes" : "**NO**") + " |\n";
+  }
+  out += "\nRESET rebuilds to the fixpoint, the two kinds alternating, after one warm-up of "
+         "each; the device-rounds wall includes building and instantiating the loop graph.\n";
+  return out;
+}
+
 std::string Issue20RebuildSection(const Bench& bench, const std::vector<CaseResult>& cases) {
   const CaseResult* big = nullptr;
   for (const CaseResult& c : cases) {
@@ -1012,8 +1058,8 @@ int main(int argc, char** argv) {
   const GrowingOutput growing = RunGrowingCases(options, gpu, first, largest ? &*largest : nullptr);
   if (bench.gpu_available) VYRE_CHECK(vyre_context_destroy(bench.context));
 
-  const std::string report =
-      Report(bench, header, cases) + Issue20RebuildSection(bench, cases) + growing.markdown;
+  const std::string report = Report(bench, header, cases) + Issue20RebuildSection(bench, cases) +
+                             DeviceRoundsSection(bench, cases) + growing.markdown;
   std::vector<std::string> problems;
   for (const CaseResult& c : cases)
     problems.insert(problems.end(), c.problems.begin(), c.problems.end());

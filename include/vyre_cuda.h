@@ -1557,7 +1557,16 @@ enum {
   /** Testing: group rows by a deliberately weak hash (op and arity only), so
    *  nearly every candidate is a collision that must be refused. GPU images
    *  keep it for their passes until a rebuild without it. */
-  VYRE_EGRAPH_REBUILD_COLLIDING_HASH = 1u << 2
+  VYRE_EGRAPH_REBUILD_COLLIDING_HASH = 1u << 2,
+  /** GPU images: run every round on the device in one launch of a loop
+   *  graph (vyre_graph_loop_create's conditional WHILE node) that stops at
+   *  the fixpoint, instead of batches of rounds with the host reading the
+   *  counters between them. No rounds run past the fixpoint and the host
+   *  waits once; the loop graph is built for the rebuild (tens of us of host
+   *  time). Pays on rebuilds of many rounds (docs/PERFORMANCE.md). Same
+   *  results. DRIVER_TOO_OLD on drivers older than CUDA 12.4; ignored by
+   *  CPU images. */
+  VYRE_EGRAPH_REBUILD_DEVICE_ROUNDS = 1u << 3
 };
 
 typedef struct vyre_egraph_rebuild_result {

@@ -30,7 +30,7 @@ import sys
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SOURCE = "tests/kernels"
-KERNELS = ["add_u32.ptx", "inc_u32.ptx", "saxpy_f32.ptx", "probe_params.ptx"]
+KERNELS = ["add_u32.ptx", "inc_u32.ptx", "saxpy_f32.ptx", "probe_params.ptx", "countdown_u32.ptx"]
 BYTE_COPY_DIRS = ["bindings/go/internal/testkernels", "bindings/rust/vyre-cuda/examples/common"]
 
 # The C examples' add kernel: add_u32.ptx under the examples' entry name (the

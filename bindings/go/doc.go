@@ -87,6 +87,15 @@
 // the rules. Graph.SetNodeInfo and SetNodeInfoRaw change a kernel or memset
 // node of any graph (read with NodeInfo, edit, set).
 //
+// # Loops on the device
+//
+// Graph.Loop makes a Graph whose one launch runs another graph (the body)
+// again and again on the device while the body leaves a u32 condition word
+// of a Buffer non-zero, up to a bound, with an optional count word: a
+// fixpoint iteration with no host round trip per round. The loop keeps the
+// body alive and its Buffers and Program reachable; Graph.Loop's
+// documentation has the rules and the refusals.
+//
 // # Sharing buffers between processes
 //
 // Buffer.ExportIPC returns an IPCHandle (128 bytes; String and

@@ -471,6 +471,10 @@ type Rebuild struct {
 	DeviceTiming bool
 	// CollidingHash (testing) groups rows by a deliberately weak hash.
 	CollidingHash bool
+	// DeviceRounds (GPU images) runs every round on the device in one
+	// launch of a loop graph that stops at the fixpoint (a CUDA 12.4
+	// driver); it pays on rebuilds of many rounds. Same results.
+	DeviceRounds bool
 	// MaxRounds stops after that many rounds (0: no limit).
 	MaxRounds uint32
 	// Canonical, if not nil, receives every class's canonical class; it
@@ -527,6 +531,9 @@ func (img *EgraphImage) rebuildDesc(a *callArena, op string, r *Rebuild) (*C.vyr
 	}
 	if r.CollidingHash {
 		flags |= C.VYRE_EGRAPH_REBUILD_COLLIDING_HASH
+	}
+	if r.DeviceRounds {
+		flags |= C.VYRE_EGRAPH_REBUILD_DEVICE_ROUNDS
 	}
 	d.flags = flags
 	if len(r.Unions) > 0 {

@@ -550,3 +550,77 @@ func (g *Graph) UpdateKernelNode(index uint64, u KernelNodeUpdate) error {
 	runtime.KeepAlive(g)
 	return err
 }
+
+// Loop makes a loop graph over g, its body (vyre_graph_loop_create): one
+// launch runs the body on the device again and again while it asks for
+// another round, at most maxIterations (>= 1) times, with no host round
+// trip per iteration (a CUDA conditional WHILE node: CUDA 12.4+ drivers,
+// else StatusDriverTooOld).
+//
+// The condition is the u32 word at conditionOffset (4-byte aligned) of
+// condition, a Buffer of the body's context: the loop zeroes it before each
+// iteration and runs another while the body left it non-zero (a fixpoint
+// kernel writes any non-zero value when it changed something; no atomics
+// needed). Each launch runs the body at least once; after it the word is 0
+// when the body asked for no more, non-zero when the bound stopped it.
+// count, when not nil, is where each launch leaves the number of iterations
+// it ran: the u32 at countOffset (4-byte aligned; it may share the
+// condition's Buffer, not its word).
+//
+// The loop runs the body as it stands now (bindings, rebinding and node
+// changes made so far; later ones do not reach it) and keeps it alive in
+// the library: g may be closed first. The returned Graph keeps the body's
+// Buffers and Program and the condition and count Buffers reachable. It
+// replays with Launch, Replay(nil), ReplayAsync(nil) or
+// LaunchOnStream(nil, stream): it takes no Args, Params, Scalars or
+// ElementCount. Its nodes are the words' reset (GraphNodeKernel) and the
+// loop (GraphNodeConditional).
+//
+// Refused, each with an *Error and a Fix: maxIterations 0, a misaligned
+// offset, the count on the condition's word, a body with host bindings or
+// host steps (record it with resident Buffers), a Buffer of another context
+// (StatusInvalidArgument); an offset past its Buffer (StatusOutOfRange); a
+// nil or closed condition Buffer, a closed count Buffer
+// (StatusInvalidHandle).
+func (g *Graph) Loop(condition *Buffer, conditionOffset uint64, maxIterations uint32,
+	count *Buffer, countOffset uint64) (*Graph, error) {
+	const op = "vyre_graph_loop_create"
+	if err := g.check(op); err != nil {
+		return nil, err
+	}
+	if condition == nil {
+		return nil, goError(StatusInvalidHandle, op,
+			"the condition Buffer is nil. Fix: pass a Buffer of the body's context holding the condition word.")
+	}
+	if err := condition.check(op); err != nil {
+		return nil, err
+	}
+	var desc C.vyre_graph_loop_desc
+	desc.struct_size = C.sizeof_vyre_graph_loop_desc
+	desc.max_iterations = C.uint32_t(maxIterations)
+	desc.condition_buffer = condition.handle()
+	desc.condition_offset = C.uint64_t(conditionOffset)
+	keep := []any{condition}
+	if count != nil {
+		if err := count.check(op); err != nil {
+			return nil, err
+		}
+		desc.count_buffer = count.handle()
+		desc.count_offset = C.uint64_t(countOffset)
+		keep = append(keep, count)
+	}
+	// The body as it stands: what it binds now, its program or sequence.
+	g.mu.Lock()
+	keep = append(keep, g.keep...)
+	g.mu.Unlock()
+	var out C.vyre_graph
+	err := call(op, func() C.vyre_status { return C.vyre_graph_loop_create(g.handle(), &desc, &out) })
+	runtime.KeepAlive(g)
+	runtime.KeepAlive(condition)
+	runtime.KeepAlive(count)
+	if err != nil {
+		return nil, err
+	}
+	// No host memory: the library refuses a body with host staging.
+	return newGraph(g.ctx, uint64(out.bits), keep, nil), nil
+}

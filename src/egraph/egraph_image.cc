@@ -211,6 +211,19 @@ absl::Status EgraphImage::Launch(CUfunction kernel, uint64_t items, const VyreEg
   return LaunchShaped(kernel, blocks, kBlockThreads, 0, what, &args);
 }
 
+CUDA_KERNEL_NODE_PARAMS EgraphImage::NodeParams(CUfunction kernel, uint64_t items,
+                                                void** params) const {
+  const uint64_t wanted = (std::max<uint64_t>(items, 1) + kBlockThreads - 1) / kBlockThreads;
+  CUDA_KERNEL_NODE_PARAMS p{};
+  p.func = kernel;
+  p.gridDimX = static_cast<uint32_t>(std::min<uint64_t>(wanted, max_blocks_));
+  p.gridDimY = p.gridDimZ = 1;
+  p.blockDimX = kBlockThreads;
+  p.blockDimY = p.blockDimZ = 1;
+  p.kernelParams = params;
+  return p;
+}
+
 VyreEgArgs EgraphImage::PassArgs() const {
   VyreEgArgs pass = args_;
   pass.forms = pass_forms_;

@@ -134,6 +134,9 @@ class EgraphImage {
   // Launches `kernel` over `items` with the image's arguments.
   absl::Status Launch(CUfunction kernel, uint64_t items, const VyreEgArgs& args,
                       const char* what) const;
+  // Launch's shape for `items` as a kernel node's parameters (device rounds:
+  // egraph_rebuild.cc); `params` is the node's kernelParams.
+  CUDA_KERNEL_NODE_PARAMS NodeParams(CUfunction kernel, uint64_t items, void** params) const;
   // The image's arguments with the pass's packed forms.
   VyreEgArgs PassArgs() const;
   // Launches `kernel` with an explicit shape and dynamic shared memory, with

@@ -13,7 +13,8 @@ namespace vyre {
 namespace {
 
 constexpr uint32_t kKnownFlags = VYRE_EGRAPH_REBUILD_RESET | VYRE_EGRAPH_REBUILD_DEVICE_TIMING |
-                                 VYRE_EGRAPH_REBUILD_COLLIDING_HASH;
+                                 VYRE_EGRAPH_REBUILD_COLLIDING_HASH |
+                                 VYRE_EGRAPH_REBUILD_DEVICE_ROUNDS;
 // Rounds in the first batch; each later batch doubles, up to the cap. A
 // round enqueued past the fixpoint still costs its launches (about 20 us
 // on an H100, every kernel finding the rebuild done), more than the host's
@@ -54,6 +55,12 @@ void EgraphRebuild::ReleaseResources() {
   DrainStream();
   unions_device_.reset();
   unions_pinned_.reset();
+  if (loop_exec_.get() != nullptr || loop_.graph.get() != nullptr) {
+    // Device rounds: the loop graph and its instance, with the context bound.
+    driver::ScopedContext bind(image_->context()->cu(), driver::ScopedContext::Purpose::kRelease);
+    loop_exec_.reset();
+    loop_ = DeviceLoop{};
+  }
   start_.reset();
   end_.reset();
   done_.reset();
@@ -72,6 +79,14 @@ absl::Status EgraphRebuild::Start(const vyre_egraph_rebuild_desc& desc, const ch
     return Errorf(VYRE_STATUS_INVALID_ARGUMENT,
                   "%s: flags 0x%x hold unknown bits. Fix: use VYRE_EGRAPH_REBUILD_* values only.",
                   what, desc.flags);
+  }
+  if ((desc.flags & VYRE_EGRAPH_REBUILD_DEVICE_ROUNDS) != 0 && image_->gpu() &&
+      !driver::HasConditionalGraphs()) {
+    return Errorf(VYRE_STATUS_DRIVER_TOO_OLD,
+                  "%s: VYRE_EGRAPH_REBUILD_DEVICE_ROUNDS needs conditional graph nodes, which the "
+                  "installed driver (CUDA %d.%d) lacks. Fix: rebuild without that flag, or "
+                  "install an NVIDIA driver that supports CUDA 12.4 or newer.",
+                  what, driver::DriverVersion() / 1000, (driver::DriverVersion() % 1000) / 10);
   }
   if (desc.union_count > UINT32_MAX) {
     return Errorf(VYRE_STATUS_LIMIT_EXCEEDED,
@@ -139,13 +154,62 @@ absl::Status EgraphRebuild::EnqueueRounds(uint32_t rounds, const char* what) {
     VYRE_RETURN_IF_ERROR(im.Launch(im.kernels_.mark_parents, im.classes_, a, what));
     VYRE_RETURN_IF_ERROR(im.Launch(im.kernels_.round_end, 1, a, what));
   }
+  return ReadCountersBack(what);
+}
+
+absl::Status EgraphRebuild::ReadCountersBack(const char* what) {
   // The counters come back with the batch, read once it completes.
+  EgraphImage& im = *image_;
   Context& ctx = *im.context();
-  VYRE_CU(what, cuMemcpyDtoHAsync, im.pinned_counters_.host(), a.counters, sizeof(VyreEgCounters),
-          ctx.stream());
+  VYRE_CU(what, cuMemcpyDtoHAsync, im.pinned_counters_.host(), im.args_.counters,
+          sizeof(VyreEgCounters), ctx.stream());
   ctx.telemetry().d2h_operations.Add();
   ctx.telemetry().d2h_bytes.Add(sizeof(VyreEgCounters));
   return absl::OkStatus();
+}
+
+absl::Status EgraphRebuild::EnqueueDeviceRounds(const char* what) {
+  EgraphImage& im = *image_;
+  Context& ctx = *im.context();
+  const VyreEgArgs& a = im.args_;
+  VyreEgArgs round_refresh = a;
+  round_refresh.clears_table = 1;
+  const uint64_t refresh_items = std::max<uint64_t>(im.rows_, im.scratch_layout_.table_slots / 2);
+  // One round, as EnqueueRounds launches it; round_end sets `again` while
+  // the rebuild is not done.
+  const struct {
+    CUfunction kernel;
+    uint64_t items;
+    const VyreEgArgs* args;
+  } round[] = {{im.kernels_.refresh, refresh_items, &round_refresh},
+               {im.kernels_.insert, im.rows_, &a},
+               {im.kernels_.relink, im.classes_, &a},
+               {im.kernels_.mark_parents, im.classes_, &a},
+               {im.kernels_.round_end, 1, &a}};
+  const FillLoopBody fill = [&](CUgraph inner, std::vector<CUgraphNode>* last) -> absl::Status {
+    CUgraphNode previous = nullptr;
+    for (const auto& step : round) {
+      VyreEgArgs copy = *step.args;  // the node keeps its own copy
+      void* params[] = {&copy};
+      const CUDA_KERNEL_NODE_PARAMS node = im.NodeParams(step.kernel, step.items, params);
+      CUgraphNode added = nullptr;
+      VYRE_CU(what, cuGraphAddKernelNode, &added, inner, previous ? &previous : nullptr,
+              previous ? 1 : 0, &node);
+      previous = added;
+    }
+    last->push_back(previous);
+    return absl::OkStatus();
+  };
+  // Every merging round removes a class: class_count + 2 rounds bound any
+  // rebuild (Finish calls a loop stopped there a lack of progress).
+  const uint32_t bound = static_cast<uint32_t>(std::min<uint64_t>(im.classes_ + 2, UINT32_MAX));
+  VYRE_ASSIGN_OR_RETURN(loop_, MakeDeviceLoop(ctx, a.counters + offsetof(VyreEgCounters, again),
+                                              a.counters + offsetof(VyreEgCounters, loop_rounds),
+                                              bound, fill, what));
+  VYRE_CU(what, cuGraphInstantiateWithFlags, loop_exec_.out(), loop_.graph.get(), 0);
+  VYRE_CU(what, cuGraphLaunch, loop_exec_.get(), ctx.stream());
+  ctx.telemetry().graph_launches.Add();
+  return ReadCountersBack(what);
 }
 
 absl::Status EgraphRebuild::StartOnDevice(const vyre_egraph_rebuild_desc& desc, const char* what) {
@@ -188,7 +252,12 @@ absl::Status EgraphRebuild::StartOnDevice(const vyre_egraph_rebuild_desc& desc, 
   im.args_.parent_state = start_parent_state_;
   im.parent_state_ = VYRE_EG_PARENT_ANY;
   batch_ = incremental ? kFirstIncrementalBatch : kFirstFullBatch;
-  VYRE_RETURN_IF_ERROR(EnqueueRounds(batch_, what));
+  device_rounds_ = (desc.flags & VYRE_EGRAPH_REBUILD_DEVICE_ROUNDS) != 0;
+  if (device_rounds_) {
+    VYRE_RETURN_IF_ERROR(EnqueueDeviceRounds(what));
+  } else {
+    VYRE_RETURN_IF_ERROR(EnqueueRounds(batch_, what));
+  }
   if (done_) VYRE_CU(what, cuEventRecord, done_.get(), stream);
   return absl::OkStatus();
 }
@@ -249,6 +318,13 @@ absl::Status EgraphRebuild::Finish(bool read_back, const char* what) {
     VYRE_CU(what, cuStreamSynchronize, stream);
     std::memcpy(&seen, im.pinned_counters_.host(), sizeof(seen));
     if (seen.done) break;
+    if (device_rounds_) {
+      return Errorf(VYRE_STATUS_INTERNAL,
+                    "%s: the e-graph rounds on the device stopped without a fixpoint (%u rounds, "
+                    "%u merges). Fix: report this as a vyre-cuda bug with the e-graph's size; "
+                    "rebuild without VYRE_EGRAPH_REBUILD_DEVICE_ROUNDS meanwhile.",
+                    what, seen.rounds, seen.merges);
+    }
     // Every round that merges removes a class, so a rebuild ends within
     // class_count + 1 rounds; a batch that ran no round at all, or more
     // rounds than that, means the kernels are not doing their work.

@@ -12,6 +12,7 @@
 #include <mutex>
 
 #include "egraph/egraph_image.h"
+#include "graph/device_loop.h"
 #include "runtime/transfer/device_pools.h"
 #include "runtime/dispatch/pending_work.h"
 
@@ -42,6 +43,11 @@ class EgraphRebuild final : public PendingWork {
   // Uploads and applies the unions, then moves the linked roots' members.
   absl::Status EnqueueUnions(const vyre_egraph_rebuild_desc& desc, const char* what);
   absl::Status EnqueueRounds(uint32_t rounds, const char* what);
+  // Enqueues the copy of the counters to the image's pinned block.
+  absl::Status ReadCountersBack(const char* what);
+  // VYRE_EGRAPH_REBUILD_DEVICE_ROUNDS: every round in one launch of a loop
+  // graph (graph/device_loop.h) that stops at the fixpoint.
+  absl::Status EnqueueDeviceRounds(const char* what);
   // Runs batches until the fixpoint, then reads the results back (into the
   // caller's memory unless `read_back` is false).
   absl::Status Finish(bool read_back, const char* what);
@@ -57,6 +63,9 @@ class EgraphRebuild final : public PendingWork {
   uint32_t start_parent_state_ = VYRE_EG_PARENT_ANY;  // the union-find round 1 finds
   uint64_t classes_before_ = 0;
   PoolBlock unions_device_, unions_pinned_;
+  bool device_rounds_ = false;
+  DeviceLoop loop_;           // device rounds: the loop graph (module first)
+  GraphExecGuard loop_exec_;  // and its instance, alive until the rounds ran
   vyre_egraph_rebuild_result result_{};
 };
 

@@ -43,6 +43,10 @@ struct VyreEgCounters {
   // against the linked roots, instead of relink marking them through the
   // parent index (random stores per parent row).
   vyre_eg_u32 scan_rows;
+  // Rounds on the device (VYRE_EGRAPH_REBUILD_DEVICE_ROUNDS): round_end's
+  // "another round" word, the loop graph's condition, and its round count.
+  vyre_eg_u32 again;
+  vyre_eg_u32 loop_rounds;
   vyre_eg_u32 reserved;
 };
 

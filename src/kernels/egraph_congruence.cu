@@ -928,7 +928,10 @@ extern "C" __global__ void vyre_eg_round_end(VyreEgArgs a) {
   // run later read the counters this one already reset.
   if (GlobalIndex() != 0) return;
   VyreEgCounters* c = Counters(a);
-  if (c->done) return;
+  if (c->done) {
+    c->again = 0u;
+    return;
+  }
   c->rounds += 1;
   c->rows_visited += c->visits_round;
   c->full_rounds += c->full;
@@ -949,6 +952,7 @@ extern "C" __global__ void vyre_eg_round_end(VyreEgArgs a) {
   c->linked = 0;
   c->overflow = 0;
   if (c->max_rounds != 0 && c->rounds >= c->max_rounds) c->done = 1;
+  c->again = c->done ? 0u : 1u;
   __threadfence_system();
 }
 

@@ -419,6 +419,39 @@ TEST_F(EgraphFilesGpuTest, CollidingHashGivesIdenticalPartitions) {
   }
 }
 
+// Rounds on the device (VYRE_EGRAPH_REBUILD_DEVICE_ROUNDS, one loop graph
+// per rebuild) give the partitions, merges and rounds of host-driven batches
+// and of the CPU, on every real e-graph, from scratch and after unions.
+TEST_F(EgraphFilesGpuTest, DeviceRoundsGiveIdenticalResults) {
+  for (const EgraphFile& f : files()) {
+    SCOPED_TRACE(f.path);
+    for (int which = 0; which < 2; ++which) {
+      const vyre::tools::LoadedEgraph& g = which == 0 ? f.own_classes : f.file_classes;
+      Twin twin(g, context());
+      ASSERT_TRUE(twin.ok());
+      RebuildSpec spec;
+      spec.flags = VYRE_EGRAPH_REBUILD_RESET;
+      if (which == 1) spec.unions = RandomUnions(11, g.classes, 50);
+      RebuildOutcome host;
+      ASSERT_TRUE(twin.RebuildBoth(spec, &host));
+      spec.flags |= VYRE_EGRAPH_REBUILD_DEVICE_ROUNDS;
+      RebuildOutcome device;
+      EXPECT_TRUE(twin.RebuildBoth(spec, &device)) << (which == 0 ? "own classes" : "file classes");
+      EXPECT_TRUE(SameClasses(device.canonical, host.canonical));
+      EXPECT_EQ(device.result.merges, host.result.merges);
+      EXPECT_EQ(device.result.rounds, host.result.rounds);
+      // Incremental after more unions, on the device again.
+      RebuildSpec more;
+      more.flags = VYRE_EGRAPH_REBUILD_DEVICE_ROUNDS;
+      more.unions = RandomUnions(12 + which, g.classes, 20);
+      EXPECT_TRUE(twin.RebuildBoth(more, &device));
+      uint64_t pairs = 1;
+      EXPECT_TRUE(twin.PassBoth(&pairs));
+      EXPECT_EQ(pairs, 0u);
+    }
+  }
+}
+
 // ===========================================================================
 // Hand-made and synthetic graphs
 // ===========================================================================
@@ -551,6 +584,24 @@ TEST_F(EgraphGpuTest, DeepChainMatchesCpuRoundForRound) {
     EXPECT_EQ(out.result.rounds, kDepth + 1);
     EXPECT_EQ(out.result.merges, kDepth);
     for (uint32_t x = 0; x < g.classes; ++x) ASSERT_EQ(out.canonical[x], x & ~1u) << x;
+  }
+  // Every round on the device: the same 301 rounds, stopping exactly at the
+  // fixpoint and at max_rounds.
+  {
+    RebuildSpec on_device;
+    on_device.flags = VYRE_EGRAPH_REBUILD_RESET | VYRE_EGRAPH_REBUILD_DEVICE_ROUNDS;
+    on_device.unions = {1, 0};
+    ASSERT_TRUE(twin.RebuildBoth(on_device, &out));
+    EXPECT_EQ(out.result.rounds, kDepth + 1);
+    EXPECT_EQ(out.result.merges, kDepth);
+    for (uint32_t x = 0; x < g.classes; ++x) ASSERT_EQ(out.canonical[x], x & ~1u) << x;
+    on_device.max_rounds = 37;
+    ASSERT_TRUE(twin.RebuildBoth(on_device, &out));
+    EXPECT_EQ(out.result.rounds, 37u);
+    RebuildSpec rest;
+    rest.flags = VYRE_EGRAPH_REBUILD_DEVICE_ROUNDS;
+    ASSERT_TRUE(twin.RebuildBoth(rest, &out));
+    EXPECT_EQ(out.result.rounds, kDepth - 37 + 1);
   }
   for (uint32_t max_rounds : {1u, 3u, 4u, 5u, 63u, 64u, 65u, 200u}) {
     SCOPED_TRACE("max_rounds " + std::to_string(max_rounds));

@@ -1165,7 +1165,7 @@ TEST_F(EgraphApiTest, RebuildArguments) {
   ScopedImage image;
   ASSERT_VYRE_OK(vyre_egraph_image_create(&idesc, image.out()));
   vyre_pending pending{0x55};
-  for (uint32_t flags : {1u << 3, 1u << 31, 0xFFFFFFFFu, VYRE_EGRAPH_REBUILD_RESET | (1u << 8)}) {
+  for (uint32_t flags : {1u << 4, 1u << 31, 0xFFFFFFFFu, VYRE_EGRAPH_REBUILD_RESET | (1u << 8)}) {
     vyre_egraph_rebuild_desc desc = VYRE_EGRAPH_REBUILD_DESC_INIT;
     desc.flags = flags;
     EXPECT_EG_ERROR(vyre_egraph_rebuild(image.get(), &desc, nullptr), VYRE_STATUS_INVALID_ARGUMENT,

@@ -329,6 +329,28 @@ TEST_F(GraphLoopTest, DriverWithoutConditionalNodesIsTooOld) {
   vyre_graph loop{0};
   EXPECT_API_ERROR(vyre_graph_loop_create(body, &desc, &loop), VYRE_STATUS_DRIVER_TOO_OLD, kFn);
   EXPECT_EQ(loop.bits, 0u);
+  // An e-graph rebuild with its rounds on the device: refused before it
+  // starts, and the image stays usable.
+  const uint32_t row_classes[2] = {0, 1}, row_ops[2] = {7, 7}, offsets[2] = {0, 0},
+                 lengths[2] = {0, 0};
+  vyre_egraph_image_desc idesc = VYRE_EGRAPH_IMAGE_DESC_INIT;
+  idesc.device = VYRE_EGRAPH_DEVICE_GPU;
+  idesc.context = context_;
+  idesc.row_count = 2;
+  idesc.class_count = 2;
+  idesc.row_classes = row_classes;
+  idesc.row_ops = row_ops;
+  idesc.child_offsets = offsets;
+  idesc.child_lengths = lengths;
+  vyre_egraph_image image{0};
+  ASSERT_VYRE_OK(vyre_egraph_image_create(&idesc, &image));
+  vyre_egraph_rebuild_desc rdesc = VYRE_EGRAPH_REBUILD_DESC_INIT;
+  rdesc.flags = VYRE_EGRAPH_REBUILD_DEVICE_ROUNDS;
+  EXPECT_API_ERROR(vyre_egraph_rebuild(image, &rdesc, nullptr), VYRE_STATUS_DRIVER_TOO_OLD,
+                   "vyre_egraph_rebuild");
+  vyre_egraph_image_info info = VYRE_EGRAPH_IMAGE_INFO_INIT;
+  EXPECT_VYRE_OK(vyre_egraph_image_info_get(image, &info));
+  EXPECT_VYRE_OK(vyre_egraph_image_destroy(image));
   // Everything else still works.
   const std::vector<uint32_t> input = Countdowns(kN, 5, 51);
   ASSERT_VYRE_OK(vyre_buffer_upload(data_, 0, input.data(), kN * 4));

@@ -97,6 +97,13 @@ library dispatches are captured into one graph:
 and a recorded node is changed in place: info = graph.node_info(k), edit
 it, graph.set_node_info(k, info) (raw=True for unchecked pointer slots).
 
+A graph loops on the device while its body leaves a u32 condition word of a
+resident buffer non-zero, with no host round trip per iteration:
+
+        loop = body.loop(condition=(flags, 0), max_iterations=100,
+                         count=(flags, 4))
+        loop.replay()                           # body runs until it clears flags[0]
+
 Buffers are shared between processes of one machine through CUDA IPC:
 
         handle = buf.export_ipc()           # 128 bytes; send them anywhere
@@ -127,8 +134,9 @@ from . import _dlpack
 from ._cdefs import (BUFFER_COPY_FLAG_STAGED, BUFFER_INFO_FLAG_BORROWED, BUFFER_INFO_FLAG_IMPORTED,
                      C_STRUCTS, DISPATCH_FLAG_COOPERATIVE, IPC_HANDLE_BYTES, IpcHandleStruct,
                      GRAPH_NODE_MAX_ARGUMENTS, GRAPH_NODE_SET_RAW, GraphNodeInfoStruct,
-                     CaptureDescStruct, CaptureMode,
+                     CaptureDescStruct, CaptureMode, GraphLoopDescStruct,
                      DISPATCH_FLAG_DEVICE_TIMING, EGRAPH_REBUILD_COLLIDING_HASH,
+                     EGRAPH_REBUILD_DEVICE_ROUNDS,
                      EGRAPH_REBUILD_DEVICE_TIMING, EGRAPH_REBUILD_RESET, KERNEL_NODE_UPDATE_GRID,
                      KERNEL_NODE_UPDATE_SCALARS, STREAM_LEGACY, STREAM_PER_THREAD, VERSION_MAJOR,
                      WAIT_FOREVER, _OPTIONAL, _PROTOTYPES, BindingDeclStruct, BufferHandle,
@@ -159,6 +167,7 @@ __all__ = [
     "VERSION_MAJOR", "WAIT_FOREVER", "DISPATCH_FLAG_DEVICE_TIMING", "DISPATCH_FLAG_COOPERATIVE",
     "KERNEL_NODE_UPDATE_GRID", "KERNEL_NODE_UPDATE_SCALARS",
     "EGRAPH_REBUILD_RESET", "EGRAPH_REBUILD_DEVICE_TIMING", "EGRAPH_REBUILD_COLLIDING_HASH",
+    "EGRAPH_REBUILD_DEVICE_ROUNDS",
     "Status", "Role", "CodeKind", "ParamKind", "Source", "LogLevel", "GraphNodeKind", "StepKind",
     "EgraphDevice", "EgraphColumn",
     "VyreError", "LibraryLoadError", "Binding", "BufferRange", "InOut",
@@ -184,7 +193,7 @@ _COMPAT = (C_STRUCTS, _OPTIONAL, _PROTOTYPES, BindingDeclStruct, BufferHandle, B
            EgraphImageDescStruct,
            EgraphImageHandle, EgraphImageInfoStruct, EgraphRebuildDescStruct,
            EgraphRebuildResultStruct, GraphHandle, GraphInfoStruct, GraphNodeInfoStruct,
-           CaptureDescStruct,
+           CaptureDescStruct, GraphLoopDescStruct,
            GraphReplayDescStruct,
            KernelNodeUpdateStruct, KernelParamStruct, LogCallbackType, PendingHandle,
            ProgramDescStruct, ProgramHandle, SequenceDescStruct, SequenceHandle,

@@ -25,6 +25,7 @@ EGRAPH_REBUILD_RESET = 1 << 0
 EGRAPH_REBUILD_DEVICE_TIMING = 1 << 1
 #: Testing: group rows by a deliberately weak hash (op and arity only).
 EGRAPH_REBUILD_COLLIDING_HASH = 1 << 2
+EGRAPH_REBUILD_DEVICE_ROUNDS = 1 << 3
 
 #: vyre_buffer_info.flags: the buffer borrows memory other CUDA code owns.
 BUFFER_INFO_FLAG_BORROWED = 1 << 0
@@ -470,6 +471,18 @@ class CaptureDescStruct(Structure):
     ]
 
 
+class GraphLoopDescStruct(Structure):
+    _c_name_ = "vyre_graph_loop_desc"
+    _fields_ = [
+        ("struct_size", c_uint32),
+        ("max_iterations", c_uint32),
+        ("condition_buffer", BufferHandle),
+        ("condition_offset", c_uint64),
+        ("count_buffer", BufferHandle),
+        ("count_offset", c_uint64),
+    ]
+
+
 class SequenceStepStruct(Structure):
     _c_name_ = "vyre_sequence_step"
     _fields_ = [
@@ -589,8 +602,8 @@ C_STRUCTS = (ContextHandle, BufferHandle, ProgramHandle, PendingHandle, GraphHan
              BufferWrapDescStruct, BufferCopyDescStruct, IpcHandleStruct,
              BindingDeclStruct, KernelParamStruct, ProgramDescStruct, DispatchBindingStruct,
              DispatchDescStruct, TimingStruct, GraphReplayDescStruct, GraphInfoStruct,
-             GraphNodeInfoStruct, KernelNodeUpdateStruct, CaptureDescStruct, SequenceStepStruct,
-             SequenceDescStruct,
+             GraphNodeInfoStruct, KernelNodeUpdateStruct, CaptureDescStruct, GraphLoopDescStruct,
+             SequenceStepStruct, SequenceDescStruct,
              EgraphImageDescStruct, EgraphImageInfoStruct, EgraphRebuildResultStruct,
              EgraphRebuildDescStruct, EgraphAppendDescStruct)
 
@@ -690,6 +703,8 @@ _PROTOTYPES = {
     "vyre_capture_begin": (_S, [ContextHandle, POINTER(CaptureDescStruct), POINTER(c_uint64)]),
     "vyre_capture_dispatch": (_S, [ProgramHandle, POINTER(DispatchDescStruct)]),
     "vyre_capture_end": (_S, [ContextHandle, POINTER(GraphHandle)]),
+    "vyre_graph_loop_create": (_S, [GraphHandle, POINTER(GraphLoopDescStruct),
+                                    POINTER(GraphHandle)]),
     "vyre_graph_destroy": (_S, [GraphHandle]),
     "vyre_graph_info_get": (_S, [GraphHandle, POINTER(GraphInfoStruct)]),
     "vyre_graph_node_kind_get": (_S, [GraphHandle, c_uint64, POINTER(_c_enum)]),
@@ -728,4 +743,5 @@ _OPTIONAL = frozenset({"vyre_buffer_wrap", "vyre_context_wait_stream",
                        "vyre_buffer_export_ipc", "vyre_buffer_import_ipc",
                        "vyre_graph_launch", "vyre_graph_node_info_get",
                        "vyre_graph_node_info_set", "vyre_capture_begin",
-                       "vyre_capture_dispatch", "vyre_capture_end"})
+                       "vyre_capture_dispatch", "vyre_capture_end",
+                       "vyre_graph_loop_create"})

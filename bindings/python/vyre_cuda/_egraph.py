@@ -9,7 +9,8 @@ import sys
 from ctypes import POINTER, byref, c_uint32, c_uint64, c_void_p
 from typing import Any, Dict, Iterable, List, Optional, Tuple, Union
 
-from ._cdefs import (EGRAPH_REBUILD_COLLIDING_HASH, EGRAPH_REBUILD_DEVICE_TIMING,
+from ._cdefs import (EGRAPH_REBUILD_COLLIDING_HASH, EGRAPH_REBUILD_DEVICE_ROUNDS,
+                     EGRAPH_REBUILD_DEVICE_TIMING,
                      EGRAPH_REBUILD_RESET, _U32_MAX, EgraphAppendDescStruct, EgraphColumn,
                      EgraphDevice, EgraphImageDescStruct, EgraphImageHandle,
                      EgraphImageInfoStruct, EgraphRebuildDescStruct, EgraphRebuildResultStruct,
@@ -531,12 +532,13 @@ class EgraphImage(_Object):
         return self._pairs("vyre_egraph_pass", capacity, self.pass_count)
 
     def _rebuild_desc(self, unions, reset, max_rounds, colliding_hash, device_timing,
-                      canonical, what):
+                      canonical, what, device_rounds=False):
         """Returns (desc, keep, collect): keep holds the memory C uses,
         collect() the canonical classes once written."""
         flags = ((EGRAPH_REBUILD_RESET if reset else 0)
                  | (EGRAPH_REBUILD_DEVICE_TIMING if device_timing else 0)
-                 | (EGRAPH_REBUILD_COLLIDING_HASH if colliding_hash else 0))
+                 | (EGRAPH_REBUILD_COLLIDING_HASH if colliding_hash else 0)
+                 | (EGRAPH_REBUILD_DEVICE_ROUNDS if device_rounds else 0))
         words = _union_words(unions, f"{what} unions")
         desc = _new(EgraphRebuildDescStruct, flags=flags, union_count=words.count // 2,
                     max_rounds=_unsigned(max_rounds, 32, "max_rounds"))
@@ -564,7 +566,7 @@ class EgraphImage(_Object):
 
     def rebuild(self, unions: Any = (), reset: bool = False, max_rounds: int = 0,
                 colliding_hash: bool = False, device_timing: bool = False,
-                canonical: Any = True) -> EgraphRebuildResult:
+                canonical: Any = True, device_rounds: bool = False) -> EgraphRebuildResult:
         """Merges `unions` (pairs (a, b) of class ids, e.g. what e-matching
         found; or flat u32 memory of 2 ids each), then merges congruent
         classes round after round until a pass finds nothing (the congruence
@@ -576,6 +578,9 @@ class EgraphImage(_Object):
         colliding_hash: testing: group rows by op and arity only; every
           candidate is still confirmed child by child, so results are equal.
         device_timing: GPU images: report device_ns.
+        device_rounds: GPU images: every round on the device in one launch
+          of a loop graph that stops at the fixpoint (a CUDA 12.4 driver);
+          pays on rebuilds of many rounds. Same results.
         canonical: True: result.canonical is the canonical class of every
           class (a list, a numpy array for a numpy image); False: not read;
           or a writable u32 buffer of class_count entries to fill.
@@ -583,7 +588,7 @@ class EgraphImage(_Object):
         Returns an EgraphRebuildResult."""
         desc, keep, collect = self._rebuild_desc(unions, reset, max_rounds, colliding_hash,
                                                  device_timing, canonical,
-                                                 "EgraphImage.rebuild")
+                                                 "EgraphImage.rebuild", device_rounds)
         result = _new(EgraphRebuildResultStruct)
         _call("vyre_egraph_rebuild", self._h(), byref(desc), byref(result))
         del keep
@@ -591,7 +596,7 @@ class EgraphImage(_Object):
 
     def rebuild_async(self, unions: Any = (), reset: bool = False, max_rounds: int = 0,
                       colliding_hash: bool = False, device_timing: bool = False,
-                      canonical: Any = True) -> Pending:
+                      canonical: Any = True, device_rounds: bool = False) -> Pending:
         """Starts a rebuild (arguments as for rebuild()) and returns a Pending
         at once; its wait() returns the EgraphRebuildResult (with .timing).
         The unions are read before this returns. Until the wait, every other
@@ -600,7 +605,7 @@ class EgraphImage(_Object):
         image's rebuild runs to completion inside this call."""
         desc, keep, collect = self._rebuild_desc(unions, reset, max_rounds, colliding_hash,
                                                  device_timing, canonical,
-                                                 "EgraphImage.rebuild_async")
+                                                 "EgraphImage.rebuild_async", device_rounds)
         result = _new(EgraphRebuildResultStruct)
         desc.result_out = ctypes.pointer(result)
         handle = PendingHandle()

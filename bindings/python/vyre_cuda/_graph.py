@@ -12,7 +12,7 @@ from typing import Sequence as _Seq
 from ._cdefs import (GRAPH_NODE_MAX_ARGUMENTS, GRAPH_NODE_SET_RAW, KERNEL_NODE_UPDATE_GRID,
                      KERNEL_NODE_UPDATE_SCALARS, BufferHandle, CaptureDescStruct, CaptureMode,
                      Dim3, GraphHandle, GraphInfoStruct, GraphNodeInfoStruct, GraphNodeKind,
-                     GraphReplayDescStruct,
+                     GraphLoopDescStruct, GraphReplayDescStruct,
                      KernelNodeUpdateStruct, PendingHandle, ProgramHandle, SequenceDescStruct,
                      SequenceHandle, SequenceStepStruct, StepKind, TimingStruct, _c_enum, _new,
                      _struct_dict, _unsigned)
@@ -40,7 +40,8 @@ class Graph(_Object):
     derived grid) the element count, up to info()["capacity_elements"].
 
     Sequence graphs replay the whole sequence with replay() and no arguments;
-    they return the sequence's DOWNLOAD results.
+    they return the sequence's DOWNLOAD results. Loop graphs (Graph.loop)
+    and captured graphs (Context.capture) replay with no arguments too.
 
     The graph keeps the Python objects it uses (program, bound buffers, the
     sequence's host memory) alive until close().
@@ -57,6 +58,7 @@ class Graph(_Object):
     _download_outs: Any = ()  # their host objects (fixed at creation), for the fast path
     _imports: Optional[_Imports] = None
     _capture_keep: Any = None  # a captured graph's programs, buffers and wraps
+    _loop_keep: Any = None  # a loop graph's _LoopKeep: its body and words
 
     def __init__(self, program: Program, bindings: _Seq[Any], params: Iterable[int] = (),
                  scalars: Iterable[Union[int, float]] = (), grid: Dim3 = None,
@@ -104,6 +106,13 @@ class Graph(_Object):
         graph._capture_keep = keep
         return graph
 
+    @classmethod
+    def _of_loop(cls, bits, body, keep):
+        graph = cls.__new__(cls)
+        _Object.__init__(graph, bits, body.context)
+        graph._loop_keep = keep
+        return graph
+
     @property
     def context(self) -> Context:
         return self._context
@@ -122,6 +131,66 @@ class Graph(_Object):
         """True for a graph of captured work (Context.capture): replay() it
         with no arguments."""
         return self._capture_keep is not None
+
+    @property
+    def body(self) -> Optional["Graph"]:
+        """For a loop graph (Graph.loop): the Graph it loops over (kept
+        referenced while the loop lives); None for any other graph."""
+        return self._loop_keep.body if self._loop_keep is not None else None
+
+    def loop(self, condition: Any, max_iterations: int, count: Any = None) -> "Graph":
+        """A new Graph that runs this one (its body) again and again on the
+        device, in one launch, while the body leaves the condition word
+        non-zero, at most max_iterations times (vyre_graph_loop_create; a
+        CUDA conditional WHILE node, CUDA 12.4+ drivers):
+
+            body = prog.record([data, (flags, 0, 4)], params=[n])
+            loop = body.loop(condition=(flags, 0), max_iterations=100,
+                             count=(flags, 4))
+            loop.replay()    # runs body until it clears flags[0], <= 100 times
+
+        condition: the u32 condition word, a Buffer (offset 0), a
+          (Buffer, offset) / (Buffer, offset, length) tuple or a BufferRange
+          (its offset): RESIDENT memory of this graph's context, the offset
+          4-byte aligned. The loop zeroes the word before each iteration;
+          the body writes any non-zero value to it to ask for another (many
+          threads may write it; no atomics needed). Each launch runs the body
+          at least once; after it the word is 0 when the body asked for no
+          more, non-zero when max_iterations stopped it.
+        max_iterations: iterations per launch at most (>= 1).
+        count: None, or a u32 word given as `condition` is (its own word,
+          possibly in the same buffer) where each launch leaves the number
+          of iterations it ran.
+
+        The loop runs the body as it stands now (bindings, rebinding and
+        node changes made so far): later replays, rebinds or node changes
+        of the body do not reach it. Replay the loop with replay(),
+        replay_async() or launch() and no bindings, params, scalars or
+        element count. It keeps this Graph, what it uses and the word
+        buffers referenced (the body may be closed meanwhile); closing the
+        word buffers or the body's buffers makes its replays raise VyreError
+        STALE_HANDLE.
+
+        Refused (VyreError, with a Fix): max_iterations 0, a misaligned
+        offset, the count on the condition's word, a body with HOST bindings
+        or a buffer of another context (INVALID_ARGUMENT); a word past its
+        buffer's end (OUT_OF_RANGE); a driver older than CUDA 12.4
+        (DRIVER_TOO_OLD). A library without the call raises
+        LibraryLoadError with a Fix."""
+        _loader._require("vyre_graph_loop_create", "Graph.loop")
+        cond_buffer, cond_offset = _loop_word(condition, "Graph.loop condition")
+        desc = _new(GraphLoopDescStruct,
+                    max_iterations=_unsigned(max_iterations, 32, "Graph.loop max_iterations"),
+                    condition_buffer=BufferHandle(cond_buffer.handle),
+                    condition_offset=cond_offset)
+        count_buffer = None
+        if count is not None:
+            count_buffer, count_offset = _loop_word(count, "Graph.loop count")
+            desc.count_buffer = BufferHandle(count_buffer.handle)
+            desc.count_offset = count_offset
+        handle = GraphHandle()
+        _call("vyre_graph_loop_create", self._h(), byref(desc), byref(handle))
+        return Graph._of_loop(handle.bits, self, _LoopKeep(self, cond_buffer, count_buffer))
 
     def _replay_desc(self, bindings, params, scalars, element_count, flags, stream=None):
         """Returns (desc, keep, keep_out, outputs, residents, imports)."""
@@ -419,6 +488,54 @@ class Graph(_Object):
                 keep, self._capture_keep = self._capture_keep, None
                 if keep is not None:
                     keep.release()
+                loop_keep, self._loop_keep = self._loop_keep, None
+                if loop_keep is not None:
+                    loop_keep.release()
+
+
+def _loop_word(target, what):
+    """(Buffer, offset) of a loop's condition or count word: a Buffer,
+    (Buffer, offset[, length]) or a BufferRange / DeviceArray. The library
+    checks the offset (alignment, range) and the buffer (resident, context)."""
+    if isinstance(target, tuple) and not (target and isinstance(target[0], Buffer)):
+        r = None
+    else:
+        r = _resident_range(target)
+    if r is None:
+        raise TypeError(f"{what}: {type(target).__name__} is not a word of resident memory. "
+                        f"Fix: pass (Buffer, offset) of a u32 in a Buffer of the body's "
+                        f"context (or the Buffer itself for offset 0).")
+    return r.buffer, _unsigned(r.offset, 64, f"{what} offset")
+
+
+class _LoopKeep:
+    """What a loop graph uses (Graph.loop): its body Graph and, as the body
+    stands when the loop is made, the body's program, bound buffers and
+    sequence or capture objects (the body may rebind or close later), the
+    condition and count buffers, and shares of the body's foreign-array
+    wraps (closed once the body and every loop over it are)."""
+
+    def __init__(self, body: "Graph", condition: Buffer, count: Optional[Buffer]) -> None:
+        self.body = body
+        capture = body._capture_keep
+        inner = body._loop_keep  # a loop over a loop: what the inner one uses
+        self.objects: List[Any] = [body._program, body._residents, body._sequence_keep,
+                                   condition, count]
+        self.imports: List[_Imports] = []
+        if body._imports:
+            self.imports.append(body._imports.share())
+        for keep in (capture, inner):
+            if keep is not None:
+                self.objects.append(list(keep.objects))
+                self.imports += [i.share() for i in keep.imports]
+        if inner is not None:
+            self.objects.append(inner.body)
+
+    def release(self) -> None:
+        self.objects = []
+        imports, self.imports = self.imports, []
+        for i in imports:
+            i.release()
 
 
 #: The keys of Graph.node_info's dict, and those of them that are 32-bit.

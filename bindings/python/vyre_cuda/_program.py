@@ -85,6 +85,9 @@ class _Imports(list):
 
     held: List[Any] = []  # (class defaults, never mutated: set per instance)
     signals: List[int] = []
+    #: Owners besides the first (a loop graph over the graph holding these,
+    #: Graph.loop): release() only drops one owner while any is left.
+    shares = 0
 
     def streams(self) -> List[int]:
         seen: List[int] = []
@@ -101,7 +104,15 @@ class _Imports(list):
         for stream in self.streams():
             context.signal_stream(stream)
 
+    def share(self) -> "_Imports":
+        """One more owner: the wraps close at the last owner's release()."""
+        self.shares += 1
+        return self
+
     def release(self) -> None:
+        if self.shares:
+            self.shares -= 1
+            return
         if self.held:
             self.held = []
         while self:

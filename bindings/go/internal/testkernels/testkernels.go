@@ -35,10 +35,18 @@ var SaxpyPTX string
 //go:embed probe_params.ptx
 var ProbePTX string
 
+// CountdownPTX: vyre_test_countdown_u32(u32* data, u32* flag, const u32* params):
+// for i < params[0], a positive data[i] drops by one and *flag = 1 while it
+// is still positive after (a loop graph's condition word).
+//
+//go:embed countdown_u32.ptx
+var CountdownPTX string
+
 // Entry names.
 const (
-	AddEntry   = "vyre_test_add_u32"
-	IncEntry   = "vyre_test_inc_u32"
-	SaxpyEntry = "vyre_test_saxpy_f32"
-	ProbeEntry = "vyre_test_probe_params"
+	AddEntry       = "vyre_test_add_u32"
+	IncEntry       = "vyre_test_inc_u32"
+	SaxpyEntry     = "vyre_test_saxpy_f32"
+	ProbeEntry     = "vyre_test_probe_params"
+	CountdownEntry = "vyre_test_countdown_u32"
 )

@@ -198,6 +198,7 @@ pub const VYRE_EGRAPH_COLUMN_FORCE32: vyre_egraph_column = 0x7FFF_FFFF;
 pub const VYRE_EGRAPH_REBUILD_RESET: u32 = 1 << 0;
 pub const VYRE_EGRAPH_REBUILD_DEVICE_TIMING: u32 = 1 << 1;
 pub const VYRE_EGRAPH_REBUILD_COLLIDING_HASH: u32 = 1 << 2;
+pub const VYRE_EGRAPH_REBUILD_DEVICE_ROUNDS: u32 = 1 << 3;
 
 // ---------------------------------------------------------------------------
 // Handles
@@ -787,6 +788,33 @@ impl Default for vyre_capture_desc {
     }
 }
 
+/// A loop graph over a body graph (`vyre_graph_loop_create`): the body runs
+/// on the device while it leaves the condition word non-zero, at most
+/// `max_iterations` times per launch.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct vyre_graph_loop_desc {
+    pub struct_size: u32,
+    pub max_iterations: u32,
+    pub condition_buffer: vyre_buffer,
+    pub condition_offset: u64,
+    /// Optional (`bits` 0: none).
+    pub count_buffer: vyre_buffer,
+    pub count_offset: u64,
+}
+impl Default for vyre_graph_loop_desc {
+    fn default() -> Self {
+        Self {
+            struct_size: size32::<Self>(),
+            max_iterations: 1,
+            condition_buffer: vyre_buffer { bits: 0 },
+            condition_offset: 0,
+            count_buffer: vyre_buffer { bits: 0 },
+            count_offset: 0,
+        }
+    }
+}
+
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct vyre_sequence_step {
@@ -1223,6 +1251,13 @@ functions! {
         desc: *const vyre_dispatch_desc,
     ) -> vyre_status;
     pub fn vyre_capture_end(context: vyre_context, out: *mut vyre_graph) -> vyre_status;
+
+    // Loops on the device
+    pub fn vyre_graph_loop_create(
+        body: vyre_graph,
+        desc: *const vyre_graph_loop_desc,
+        out: *mut vyre_graph,
+    ) -> vyre_status;
 
     // Sequences
     pub fn vyre_sequence_create(

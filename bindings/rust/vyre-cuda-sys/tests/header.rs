@@ -290,6 +290,7 @@ fn every_function_resolves() {
         vyre_capture_begin,
         vyre_capture_dispatch,
         vyre_capture_end,
+        vyre_graph_loop_create,
         vyre_sequence_create,
         vyre_sequence_run,
         vyre_sequence_record,
@@ -503,6 +504,10 @@ fn rust_layouts() -> BTreeMap<String, Layout> {
         }
         vyre_kernel_node_update: default { struct_size, flags, grid, reserved0, scalars, scalar_count }
         vyre_capture_desc: default { struct_size, mode, param_bytes }
+        vyre_graph_loop_desc: default {
+            struct_size, max_iterations, condition_buffer, condition_offset, count_buffer,
+            count_offset,
+        }
         vyre_sequence_step: default {
             struct_size, kind, program, dispatch, buffer, offset, bytes, src_buffer, src_offset,
             host_src, host_dst, fill_byte, reserved0,
@@ -640,6 +645,7 @@ fn rust_constants() -> BTreeMap<String, u64> {
         VYRE_EGRAPH_REBUILD_RESET,
         VYRE_EGRAPH_REBUILD_DEVICE_TIMING,
         VYRE_EGRAPH_REBUILD_COLLIDING_HASH,
+        VYRE_EGRAPH_REBUILD_DEVICE_ROUNDS,
     )
     .into_iter()
     .map(|(n, v)| (n.to_string(), v))

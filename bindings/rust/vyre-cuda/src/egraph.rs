@@ -231,6 +231,10 @@ pub struct Rebuild<'a> {
     pub device_timing: bool,
     /// Testing: group rows by a deliberately weak hash.
     pub colliding_hash: bool,
+    /// GPU images: every round on the device in one launch of a loop graph
+    /// that stops at the fixpoint (a CUDA 12.4 driver); pays on rebuilds of
+    /// many rounds. Same results.
+    pub device_rounds: bool,
     /// Stop after this many rounds even without a fixpoint (0: no limit).
     pub max_rounds: u32,
 }
@@ -659,6 +663,9 @@ impl EgraphImage {
         }
         if r.colliding_hash {
             flags |= sys::VYRE_EGRAPH_REBUILD_COLLIDING_HASH;
+        }
+        if r.device_rounds {
+            flags |= sys::VYRE_EGRAPH_REBUILD_DEVICE_ROUNDS;
         }
         Ok(sys::vyre_egraph_rebuild_desc {
             flags,

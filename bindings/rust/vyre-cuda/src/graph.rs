@@ -1,5 +1,5 @@
 //! Graphs: a dispatch or a sequence recorded once and replayed at the cost
-//! of one launch.
+//! of one launch; loops of a graph on the device.
 
 use std::marker::PhantomData;
 use std::sync::Arc;
@@ -9,7 +9,7 @@ use vyre_cuda_sys as sys;
 use crate::context::ContextInner;
 use crate::dispatch::Args;
 use crate::error::{check, Result};
-use crate::{Arg, Context, Dispatch, Pending, Program, Timing};
+use crate::{Arg, Buffer, Context, Dispatch, Pending, Program, Timing};
 
 /// A recorded CUDA graph. `Graph<'static>` comes from
 /// [`Program::record`]; a graph recorded from a [`Sequence`](crate::Sequence)
@@ -396,6 +396,69 @@ impl<'s> Graph<'s> {
             unsafe { sys::vyre_graph_kernel_node_update(self.handle, index, &raw) },
             "vyre_graph_kernel_node_update",
         )
+    }
+
+    /// A loop graph over this graph (`vyre_graph_loop_create`): one launch
+    /// runs this graph (the body) on the device again and again while it
+    /// asks for another round, at most `max_iterations` (>= 1) times, with
+    /// no host round trip per iteration (a CUDA conditional WHILE node:
+    /// CUDA 12.4+ drivers, else [`Status::DriverTooOld`](crate::Status::DriverTooOld)).
+    ///
+    /// `condition` is a u32 word of a resident [`Buffer`] of the body's
+    /// context at a 4-byte-aligned byte offset: the loop zeroes it before
+    /// each iteration and runs another while the body left it non-zero (a
+    /// fixpoint kernel writes any non-zero value when it changed something;
+    /// no atomics needed). Each launch runs the body at least once; after
+    /// it the word is 0 when the body asked for no more, non-zero when the
+    /// bound stopped it. `count`, when given, is a u32 word (another word,
+    /// possibly of the same buffer) where each launch leaves the number of
+    /// iterations it ran.
+    ///
+    /// The loop runs the body as it stands now (bindings, rebinding, node
+    /// changes made so far; later ones do not reach it) and keeps it, its
+    /// buffers and programs, and the condition and count buffers alive in
+    /// the library, so `self` may be dropped first. Launch it with
+    /// [`launch`](Self::launch), an empty [`Replay`] or the asynchronous
+    /// replays: it takes no bindings, parameter words, scalars or element
+    /// count. Its nodes are the words' reset (a KERNEL) and the loop (a
+    /// CONDITIONAL).
+    /// The loop carries the body's lifetime `'s` (a sequence's host
+    /// memory), not a borrow of the body.
+    ///
+    /// Refused ([`Status::InvalidArgument`](crate::Status::InvalidArgument),
+    /// with a Fix): `max_iterations` 0, a misaligned offset, the count on
+    /// the condition's word, a body with HOST bindings (record with
+    /// resident ones), a buffer of another context; an offset past its
+    /// buffer is [`Status::OutOfRange`](crate::Status::OutOfRange).
+    pub fn loop_while(
+        &self,
+        condition: (&Buffer, u64),
+        max_iterations: u32,
+        count: Option<(&Buffer, u64)>,
+    ) -> Result<Graph<'s>> {
+        let (count_buffer, count_offset) =
+            count.map_or((sys::vyre_buffer::default(), 0), |(b, o)| (b.handle, o));
+        let desc = sys::vyre_graph_loop_desc {
+            max_iterations,
+            condition_buffer: condition.0.handle,
+            condition_offset: condition.1,
+            count_buffer,
+            count_offset,
+            ..Default::default()
+        };
+        let mut handle = sys::vyre_graph::default();
+        // SAFETY: handles we hold (the buffers are borrowed for the call; the
+        // library keeps what the loop uses alive), a valid descriptor and
+        // out-pointer.
+        check(
+            unsafe { sys::vyre_graph_loop_create(self.handle, &desc, &mut handle) },
+            "vyre_graph_loop_create",
+        )?;
+        Ok(Graph {
+            handle,
+            ctx: Arc::clone(&self.ctx),
+            _sequence: PhantomData,
+        })
     }
 
     /// Destroys the graph now and returns the library's answer.

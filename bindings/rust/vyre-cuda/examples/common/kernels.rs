@@ -24,3 +24,8 @@ pub const SAXPY_PTX: &str = include_str!("saxpy_f32.ptx");
 /// vyre_test_probe_params(u64 a, const void* b, u32 c, const u32* d): does
 /// nothing; the fake driver records a, b, c and d[0].
 pub const PROBE_PTX: &str = include_str!("probe_params.ptx");
+
+/// vyre_test_countdown_u32(u32* data, u32* flag, const u32* params): for
+/// i < params[0], a positive data[i] drops by one and *flag = 1 while it is
+/// still positive after (a loop graph's condition word).
+pub const COUNTDOWN_PTX: &str = include_str!("countdown_u32.ptx");
