@@ -1208,7 +1208,7 @@ VYRE_API vyre_status vyre_graph_kernel_node_update(vyre_graph graph, uint64_t no
  *  - vyre_capture_dispatch enqueues a dispatch on it (RESIDENT bindings
  *    only: HOST memory is staged per call, which a graph cannot replay).
  *    Its parameter words go to a block the capture allocated at begin (the
- *    capture cannot allocate), copied at every replay.
+ *    capture cannot allocate), uploaded once by vyre_capture_end.
  *  - vyre_capture_end ends it into a graph (nodes numbered in the order the
  *    driver lists them). The graph keeps the dispatches' programs and
  *    buffers alive; memory other code enqueued work on must stay allocated
