@@ -49,7 +49,10 @@
 //                       every pending released; B as above
 // Ratio: A / B of the medians, each row marked against the target (<= 1.03x).
 // The "target" line's verdict is A (vyre_graph_replay_async, N replays, one
-// wait) / B same; it also lists the other modes and the ratios against B min.
+// wait) / B min, which holds the nodes A holds since vyre_capture_end uploads
+// the dispatches' parameter words once (B same keeps the per-dispatch 4-byte
+// copies the library captured before); it also lists the other modes and the
+// ratios against B same.
 //
 // Every graph's result is checked once before timing: y reset, one replay
 // (for A: through each of vyre_graph_replay, _async and vyre_graph_launch),
@@ -500,19 +503,20 @@ int main(int argc, char** argv) {
   report += Row("N replays, 1 wait: vyre_graph_launch (raw stream) vs B min", m[kALaunch],
                 m[kBMinBatch]);
   // The headline: the brief's "replay N times, one wait" against the raw
-  // graph of the same nodes; the other modes' ratios follow.
+  // graph of the same nodes (B min: 20 kernels, as A); the other modes'
+  // ratios follow.
   auto verdict_of = [](double r) { return r <= 1.03 ? "met" : "not met"; };
-  const double r_async = m[kAAsync] / m[kBSameBatch];
-  const double r_wait = m[kAWait] / m[kBSameWait];
-  const double r_launch = m[kALaunch] / m[kBSameBatch];
+  const double r_async = m[kAAsync] / m[kBMinBatch];
+  const double r_wait = m[kAWait] / m[kBMinWait];
+  const double r_launch = m[kALaunch] / m[kBMinBatch];
   char verdict[512];
   std::snprintf(verdict, sizeof verdict,
-                "\ntarget <= 1.03x: %s (A / B same, N replays + 1 wait, vyre_graph_replay_async: "
-                "%.3fx; replay + wait: %.3fx, %s; vyre_graph_launch: %.3fx, %s; vs B min: "
+                "\ntarget <= 1.03x: %s (A / B min, N replays + 1 wait, vyre_graph_replay_async: "
+                "%.3fx; replay + wait: %.3fx, %s; vyre_graph_launch: %.3fx, %s; vs B same: "
                 "%.3fx / %.3fx / %.3fx)\n",
                 verdict_of(r_async), r_async, r_wait, verdict_of(r_wait), r_launch,
-                verdict_of(r_launch), m[kAAsync] / m[kBMinBatch], m[kAWait] / m[kBMinWait],
-                m[kALaunch] / m[kBMinBatch]);
+                verdict_of(r_launch), m[kAAsync] / m[kBSameBatch], m[kAWait] / m[kBSameWait],
+                m[kALaunch] / m[kBSameBatch]);
   report += verdict;
 
   // --- Teardown.
