@@ -7,11 +7,9 @@
 #include "runtime/dispatch/kernel_launch.h"
 
 namespace vyre {
-namespace {
 
-// A node update's grid, checked against the device's limits axis by axis.
-absl::Status UpdateGrid(const uint32_t grid[3], const vyre_device_info& device,
-                        LaunchShape* shape, const char* what) {
+// A grid checked against the device's limits, axis by axis (graph.h).
+absl::Status CheckGrid(const uint32_t grid[3], const vyre_device_info& device, const char* what) {
   for (int a = 0; a < 3; ++a) {
     if (grid[a] == 0) {
       return Errorf(VYRE_STATUS_INVALID_ARGUMENT,
@@ -24,8 +22,17 @@ absl::Status UpdateGrid(const uint32_t grid[3], const vyre_device_info& device,
                     "smaller grid.",
                     what, "xyz"[a], grid[a], device.max_grid_dim[a]);
     }
-    shape->grid[a] = grid[a];
   }
+  return absl::OkStatus();
+}
+
+namespace {
+
+// A node update's grid, checked against the device's limits axis by axis.
+absl::Status UpdateGrid(const uint32_t grid[3], const vyre_device_info& device,
+                        LaunchShape* shape, const char* what) {
+  VYRE_RETURN_IF_ERROR(CheckGrid(grid, device, what));
+  for (int a = 0; a < 3; ++a) shape->grid[a] = grid[a];
   return absl::OkStatus();
 }
 

@@ -299,6 +299,10 @@ class Graph {
   RecyclePool<GraphReplay> recycled_replays_;
 };
 
+// A grid checked against the device's limits, axis by axis: 0 is
+// INVALID_ARGUMENT, over the limit LIMIT_EXCEEDED.
+absl::Status CheckGrid(const uint32_t grid[3], const vyre_device_info& device, const char* what);
+
 // The refusal of a node change to a kernel node of captured work (no program).
 absl::Status CapturedKernelRefusal(uint64_t index, const char* what);
 

@@ -31,23 +31,6 @@ const char* KindName(vyre_graph_node_kind kind) {
   }
 }
 
-// A grid checked against the device, axis by axis.
-absl::Status CheckGrid(const uint32_t grid[3], const vyre_device_info& device, const char* what) {
-  for (int a = 0; a < 3; ++a) {
-    if (grid[a] == 0) {
-      return Errorf(VYRE_STATUS_INVALID_ARGUMENT,
-                    "%s: grid dimension %c is 0. Fix: use at least 1 block per axis.", what,
-                    "xyz"[a]);
-    }
-    if (grid[a] > device.max_grid_dim[a]) {
-      return Errorf(VYRE_STATUS_LIMIT_EXCEEDED,
-                    "%s: grid dimension %c is %u, over the device's limit of %u. Fix: use a "
-                    "smaller grid.",
-                    what, "xyz"[a], grid[a], device.max_grid_dim[a]);
-    }
-  }
-  return absl::OkStatus();
-}
 
 const char* ParamKindName(uint32_t kind) {
   switch (kind) {

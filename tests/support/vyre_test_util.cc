@@ -85,6 +85,22 @@ std::string StatusName(vyre_status status) {
   return ::testing::AssertionSuccess() << message;
 }
 
+::testing::AssertionResult ExpectApiError(vyre_status actual, vyre_status expected,
+                                          const char* function) {
+  ::testing::AssertionResult error = ExpectError(actual, expected);
+  if (!error) return error;
+  const std::string message = LastErrorMessage();
+  const std::string first_line = message.substr(0, message.find('\n'));
+  const std::string prefix = std::string(function) + ": ";
+  if (first_line.compare(0, prefix.size(), prefix) != 0 ||
+      first_line.find(". Fix: ", prefix.size()) == std::string::npos) {
+    return ::testing::AssertionFailure()
+           << "message's first line is not \"" << prefix << "... Fix: ...\": \"" << message
+           << "\"";
+  }
+  return ::testing::AssertionSuccess() << message;
+}
+
 ::testing::AssertionResult IsOk(vyre_status actual) {
   if (actual == VYRE_STATUS_OK) {
     LastError error = ReadLastError();

@@ -67,6 +67,13 @@ std::string StatusName(vyre_status status);
 #define EXPECT_VYRE_ERROR_FROM(expr, expected, function)                       \
   EXPECT_TRUE(::vyre_test::ExpectErrorFrom((expr), (expected), (function))) \
       << "  in: " #expr
+// As ExpectErrorFrom, and the message's first line is "<function>: ... Fix:
+// ..." (the house form: logs may follow on later lines).
+::testing::AssertionResult ExpectApiError(vyre_status actual, vyre_status expected,
+                                          const char* function);
+#define EXPECT_API_ERROR(expr, expected, function)                              \
+  EXPECT_TRUE(::vyre_test::ExpectApiError((expr), (expected), (function))) \
+      << "  in: " #expr
 #define EXPECT_VYRE_OK(expr) EXPECT_TRUE(::vyre_test::IsOk(expr)) << "  in: " #expr
 #define ASSERT_VYRE_OK(expr) ASSERT_TRUE(::vyre_test::IsOk(expr)) << "  in: " #expr
 

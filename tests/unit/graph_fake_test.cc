@@ -41,29 +41,9 @@ constexpr uint64_t kMax = UINT64_MAX;
 // Error assertions: status, "Fix:", and the first line "<fn>: ... Fix: ...".
 // ---------------------------------------------------------------------------
 
-::testing::AssertionResult ApiError(vyre_status actual, vyre_status expected, const char* fn) {
-  ::testing::AssertionResult basic = ExpectError(actual, expected);
-  if (!basic) return basic;
-  const std::string message = LastErrorMessage();
-  const std::string first_line = message.substr(0, message.find('\n'));
-  const std::string prefix = std::string(fn) + ": ";
-  if (first_line.compare(0, prefix.size(), prefix) != 0) {
-    return ::testing::AssertionFailure()
-           << StatusName(actual) << " message does not begin with \"" << prefix << "\": \""
-           << message << "\"";
-  }
-  if (first_line.find("Fix:", prefix.size()) == std::string::npos) {
-    return ::testing::AssertionFailure() << StatusName(actual)
-                                         << " message's first line lacks \"Fix:\": \"" << message
-                                         << "\"";
-  }
-  return ::testing::AssertionSuccess() << message;
-}
-
-#define EXPECT_API_ERROR(expr, expected, fn) \
-  EXPECT_TRUE(::vyre_test::ApiError((expr), (expected), (fn))) << "  in: " #expr
+// ExpectApiError and EXPECT_API_ERROR: tests/support/vyre_test_util.h.
 #define ASSERT_API_ERROR(expr, expected, fn) \
-  ASSERT_TRUE(::vyre_test::ApiError((expr), (expected), (fn))) << "  in: " #expr
+  ASSERT_TRUE(::vyre_test::ExpectApiError((expr), (expected), (fn))) << "  in: " #expr
 
 // ---------------------------------------------------------------------------
 // Fixture

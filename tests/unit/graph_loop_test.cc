@@ -22,23 +22,7 @@ namespace {
 
 constexpr const char* kFn = "vyre_graph_loop_create";
 
-::testing::AssertionResult ApiError(vyre_status actual, vyre_status expected, const char* fn) {
-  ::testing::AssertionResult basic = ExpectError(actual, expected);
-  if (!basic) return basic;
-  const std::string message = LastErrorMessage();
-  const std::string first_line = message.substr(0, message.find('\n'));
-  const std::string prefix = std::string(fn) + ": ";
-  if (first_line.compare(0, prefix.size(), prefix) != 0 ||
-      first_line.find(". Fix: ", prefix.size()) == std::string::npos) {
-    return ::testing::AssertionFailure()
-           << "message's first line is not \"" << prefix << "... Fix: ...\": \"" << message
-           << "\"";
-  }
-  return ::testing::AssertionSuccess() << message;
-}
 
-#define EXPECT_API_ERROR(expr, expected, fn) \
-  EXPECT_TRUE(ApiError((expr), (expected), (fn))) << "  in: " #expr
 
 // Values in [1, top]: each needs that many rounds to reach 0.
 std::vector<uint32_t> Countdowns(size_t n, uint32_t top, uint32_t seed) {

@@ -20,23 +20,9 @@ namespace {
 
 constexpr const char* kSet = "vyre_graph_node_info_set";
 
-::testing::AssertionResult ApiError(vyre_status actual, vyre_status expected, const char* fn) {
-  ::testing::AssertionResult basic = ExpectError(actual, expected);
-  if (!basic) return basic;
-  const std::string message = LastErrorMessage();
-  const std::string first_line = message.substr(0, message.find('\n'));
-  const std::string prefix = std::string(fn) + ": ";
-  if (first_line.compare(0, prefix.size(), prefix) != 0 ||
-      first_line.find(". Fix: ", prefix.size()) == std::string::npos) {
-    return ::testing::AssertionFailure()
-           << "message's first line is not \"" << prefix << "... Fix: ...\": \"" << message
-           << "\"";
-  }
-  return ::testing::AssertionSuccess() << message;
-}
 
 #define EXPECT_SET_ERROR(expr, expected) \
-  EXPECT_TRUE(ApiError((expr), (expected), kSet)) << "  in: " #expr
+  EXPECT_TRUE(::vyre_test::ExpectApiError((expr), (expected), kSet)) << "  in: " #expr
 
 class GraphNodesTest : public FakeDriverTest {
  protected:
