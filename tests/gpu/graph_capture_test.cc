@@ -9,9 +9,12 @@
 // there; meanwhile another thread's dispatch runs outside the capture.
 // Fresh random non-zero data every round, outputs poisoned, every element
 // compared with the CPU.
+#include <dlfcn.h>
+
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -160,6 +163,116 @@ TEST_F(GraphCaptureGpuTest, ForeignWorkAndADispatchReplayInOrder) {
                                  "out = (a + 1 by the spin) + (b copied from the host)"));
   }
   EXPECT_EQ(cu.cuStreamDestroy(caller), CUDA_SUCCESS);
+}
+
+
+// The caller's own kernel, compiled at run time with NVRTC (loaded here as
+// any program would: dlopen, nothing of the library's), launched raw on the
+// capture stream before and after a library dispatch.
+constexpr char kCallerSource[] = R"(
+extern "C" __global__ void caller_scale(unsigned* x, unsigned k, unsigned n) {
+  unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) x[i] = x[i] * k + 1u;
+})";
+
+// NVRTC's PTX of kCallerSource, or "" with *why set.
+std::string CompileWithNvrtc(std::string* why) {
+  void* lib = nullptr;
+  for (const char* name : {"libnvrtc.so", "libnvrtc.so.13", "libnvrtc.so.12"}) {
+    if ((lib = dlopen(name, RTLD_NOW | RTLD_LOCAL)) != nullptr) break;
+  }
+  if (lib == nullptr) {
+    *why = "libnvrtc.so not found";
+    return "";
+  }
+  using Create = int (*)(void**, const char*, const char*, int, const char* const*,
+                         const char* const*);
+  using Compile = int (*)(void*, int, const char* const*);
+  using Size = int (*)(void*, size_t*);
+  using Get = int (*)(void*, char*);
+  using Destroy = int (*)(void**);
+  auto create = reinterpret_cast<Create>(dlsym(lib, "nvrtcCreateProgram"));
+  auto compile = reinterpret_cast<Compile>(dlsym(lib, "nvrtcCompileProgram"));
+  auto size = reinterpret_cast<Size>(dlsym(lib, "nvrtcGetPTXSize"));
+  auto get = reinterpret_cast<Get>(dlsym(lib, "nvrtcGetPTX"));
+  auto destroy = reinterpret_cast<Destroy>(dlsym(lib, "nvrtcDestroyProgram"));
+  if (!create || !compile || !size || !get || !destroy) {
+    *why = "libnvrtc.so lacks an entry point";
+    return "";
+  }
+  void* program = nullptr;
+  std::string ptx;
+  const char* options[] = {"--gpu-architecture=compute_75"};
+  if (create(&program, kCallerSource, "caller.cu", 0, nullptr, nullptr) == 0 &&
+      compile(program, 1, options) == 0) {
+    size_t bytes = 0;
+    if (size(program, &bytes) == 0 && bytes > 0) {
+      ptx.resize(bytes);
+      if (get(program, &ptx[0]) != 0) ptx.clear();
+    }
+  }
+  if (program != nullptr) destroy(&program);
+  if (ptx.empty()) *why = "NVRTC did not compile the caller's kernel";
+  return ptx;
+}
+
+TEST_F(GraphCaptureGpuTest, NvrtcKernelsOfTheCallerAroundADispatch) {
+  std::string why;
+  const std::string ptx = CompileWithNvrtc(&why);
+  if (ptx.empty()) VYRE_GPU_SKIP_OR_FAIL(why);
+  RawPrimaryContext raw(static_cast<int>(device().ordinal));
+  ASSERT_TRUE(raw.ok()) << raw.error();
+  const RawDriver& cu = raw.api();
+  CUmodule module = nullptr;
+  CUfunction scale = nullptr;
+  ASSERT_EQ(cu.cuModuleLoadDataEx(&module, ptx.c_str(), 0, nullptr, nullptr), CUDA_SUCCESS);
+  ASSERT_EQ(cu.cuModuleGetFunction(&scale, module, "caller_scale"), CUDA_SUCCESS);
+  const uint32_t n = 100 * kBlock + 29;
+  ProgramHandle add;
+  ASSERT_TRUE(CreateTestProgram(context(), "vyre_test_add_u32",
+                                {Decl(VYRE_ROLE_INPUT, 4, "a"), Decl(VYRE_ROLE_INPUT, 4, "b"),
+                                 Decl(VYRE_ROLE_OUTPUT, 4, "out")},
+                                kBlock, &add));
+  BufferHandle ba, bb, out;
+  ASSERT_TRUE(CreateBufferWith(context(), rng().NonZeroU32(n), &ba));
+  ASSERT_TRUE(CreateBufferWith(context(), rng().NonZeroU32(n), &bb));
+  ASSERT_TRUE(CreateBufferWith(context(), std::vector<uint32_t>(n, kPoisonU32), &out));
+  CUdeviceptr pa = PointerOf(ba.get()), pout = PointerOf(out.get());
+  auto launch = [&](CUdeviceptr* x, uint32_t k, uint64_t stream) {
+    uint32_t kk = k, nn = n;
+    void* args[] = {x, &kk, &nn};
+    return cu.cuLaunchKernel(scale, (n + kBlock - 1) / kBlock, 1, 1, kBlock, 1, 1, 0,
+                             reinterpret_cast<CUstream>(stream), args, nullptr);
+  };
+
+  uint64_t stream = 0;
+  ASSERT_VYRE_OK(vyre_capture_begin(context(), nullptr, &stream));
+  ASSERT_EQ(launch(&pa, 3, stream), CUDA_SUCCESS);  // a = 3a + 1
+  const std::vector<vyre_dispatch_binding> bindings = {Resident(ba.get()), Resident(bb.get()),
+                                                       Resident(out.get())};
+  const std::vector<uint32_t> words = {n};
+  const vyre_dispatch_desc desc = DispatchDesc(bindings, words);
+  ASSERT_VYRE_OK(vyre_capture_dispatch(add.get(), &desc));  // out = a + b
+  ASSERT_EQ(launch(&pout, 5, stream), CUDA_SUCCESS);       // out = 5 out + 1
+  GraphHandle graph;
+  ASSERT_VYRE_OK(vyre_capture_end(context(), graph.out()));
+
+  for (int round = 0; round < 3; ++round) {
+    SCOPED_TRACE(round);
+    const std::vector<uint32_t> a = rng().NonZeroU32(n), b = rng().NonZeroU32(n);
+    ASSERT_VYRE_OK(vyre_buffer_upload(ba.get(), 0, a.data(), uint64_t{n} * 4));
+    ASSERT_VYRE_OK(vyre_buffer_upload(bb.get(), 0, b.data(), uint64_t{n} * 4));
+    Poison(out.get(), n);
+    ASSERT_VYRE_OK(vyre_graph_replay(graph.get(), nullptr, nullptr));
+    std::vector<uint32_t> got_a, got_out;
+    ASSERT_TRUE(DownloadU32(ba.get(), n, &got_a));
+    ASSERT_TRUE(DownloadU32(out.get(), n, &got_out));
+    EXPECT_TRUE(AllElementsEqual(got_a, [&](size_t i) { return a[i] * 3u + 1u; }, "a"));
+    EXPECT_TRUE(AllElementsEqual(
+        got_out, [&](size_t i) { return (a[i] * 3u + 1u + b[i]) * 5u + 1u; }, "out"));
+  }
+  graph.reset();
+  EXPECT_EQ(cu.cuModuleUnload(module), CUDA_SUCCESS);
 }
 
 }  // namespace
