@@ -141,18 +141,23 @@ absl::Status EgraphRebuild::StartOnHost(const vyre_egraph_rebuild_desc& desc, co
   return absl::OkStatus();
 }
 
+EgraphRebuild::Round::Round(const EgraphImage& im) : refresh_args(im.args_) {
+  refresh_args.clears_table = 1;  // a full round's refresh empties the table first
+  const uint64_t refresh_items = std::max<uint64_t>(im.rows_, im.scratch_layout_.table_slots / 2);
+  steps = {{{im.kernels_.refresh, refresh_items, &refresh_args},
+            {im.kernels_.insert, im.rows_, &im.args_},
+            {im.kernels_.relink, im.classes_, &im.args_},
+            {im.kernels_.mark_parents, im.classes_, &im.args_},
+            {im.kernels_.round_end, 1, &im.args_}}};
+}
+
 absl::Status EgraphRebuild::EnqueueRounds(uint32_t rounds, const char* what) {
   EgraphImage& im = *image_;
-  const VyreEgArgs& a = im.args_;
-  VyreEgArgs round_refresh = a;
-  round_refresh.clears_table = 1;  // a full round's refresh empties the table first
-  const uint64_t refresh_items = std::max<uint64_t>(im.rows_, im.scratch_layout_.table_slots / 2);
+  const Round round(im);
   for (uint32_t i = 0; i < rounds; ++i) {
-    VYRE_RETURN_IF_ERROR(im.Launch(im.kernels_.refresh, refresh_items, round_refresh, what));
-    VYRE_RETURN_IF_ERROR(im.Launch(im.kernels_.insert, im.rows_, a, what));
-    VYRE_RETURN_IF_ERROR(im.Launch(im.kernels_.relink, im.classes_, a, what));
-    VYRE_RETURN_IF_ERROR(im.Launch(im.kernels_.mark_parents, im.classes_, a, what));
-    VYRE_RETURN_IF_ERROR(im.Launch(im.kernels_.round_end, 1, a, what));
+    for (const Round::Step& step : round.steps) {
+      VYRE_RETURN_IF_ERROR(im.Launch(step.kernel, step.items, *step.args, what));
+    }
   }
   return ReadCountersBack(what);
 }
@@ -172,23 +177,12 @@ absl::Status EgraphRebuild::EnqueueDeviceRounds(const char* what) {
   EgraphImage& im = *image_;
   Context& ctx = *im.context();
   const VyreEgArgs& a = im.args_;
-  VyreEgArgs round_refresh = a;
-  round_refresh.clears_table = 1;
-  const uint64_t refresh_items = std::max<uint64_t>(im.rows_, im.scratch_layout_.table_slots / 2);
   // One round, as EnqueueRounds launches it; round_end sets `again` while
   // the rebuild is not done.
-  const struct {
-    CUfunction kernel;
-    uint64_t items;
-    const VyreEgArgs* args;
-  } round[] = {{im.kernels_.refresh, refresh_items, &round_refresh},
-               {im.kernels_.insert, im.rows_, &a},
-               {im.kernels_.relink, im.classes_, &a},
-               {im.kernels_.mark_parents, im.classes_, &a},
-               {im.kernels_.round_end, 1, &a}};
+  const Round round(im);
   const FillLoopBody fill = [&](CUgraph inner, std::vector<CUgraphNode>* last) -> absl::Status {
     CUgraphNode previous = nullptr;
-    for (const auto& step : round) {
+    for (const Round::Step& step : round.steps) {
       VyreEgArgs copy = *step.args;  // the node keeps its own copy
       void* params[] = {&copy};
       const CUDA_KERNEL_NODE_PARAMS node = im.NodeParams(step.kernel, step.items, params);

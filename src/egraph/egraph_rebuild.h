@@ -7,6 +7,7 @@
 #ifndef VYRE_EGRAPH_EGRAPH_REBUILD_H_
 #define VYRE_EGRAPH_EGRAPH_REBUILD_H_
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -42,6 +43,22 @@ class EgraphRebuild final : public PendingWork {
   absl::Status StartOnHost(const vyre_egraph_rebuild_desc& desc, const char* what);
   // Uploads and applies the unions, then moves the linked roots' members.
   absl::Status EnqueueUnions(const vyre_egraph_rebuild_desc& desc, const char* what);
+  // One round's launches in order: refresh, insert, relink, mark_parents,
+  // round_end, with their item counts and arguments (refresh's its own,
+  // the rest the image's). The host-driven batches launch it; the device
+  // rounds make it the loop's body. Not copyable: a step points into it.
+  struct Round {
+    struct Step {
+      CUfunction kernel;
+      uint64_t items;
+      const VyreEgArgs* args;
+    };
+    explicit Round(const EgraphImage& im);
+    Round(const Round&) = delete;
+    Round& operator=(const Round&) = delete;
+    VyreEgArgs refresh_args;
+    std::array<Step, 5> steps;
+  };
   absl::Status EnqueueRounds(uint32_t rounds, const char* what);
   // Enqueues the copy of the counters to the image's pinned block.
   absl::Status ReadCountersBack(const char* what);

@@ -209,8 +209,8 @@ class Graph {
                               const char* what) const;
   absl::Status KernelArgumentsFromInfo(const vyre_graph_node_info& info, bool raw,
                                        RecordedOp* op, const char* what) const;
-  absl::Status MemsetFromInfo(const vyre_graph_node_info& info, bool raw,
-                              CUDA_MEMSET_NODE_PARAMS* params, const char* what) const;
+  absl::Status MemsetFromInfo(const vyre_graph_node_info& info, CUDA_MEMSET_NODE_PARAMS* params,
+                              const char* what) const;
   absl::Status CheckMemsetDestination(const CUDA_MEMSET_NODE_PARAMS& params, bool raw,
                                       const char* what) const;
 

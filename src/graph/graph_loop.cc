@@ -1,7 +1,6 @@
 // Loop graphs (vyre_graph_loop_create): a body graph run on the device while
 // it asks for another round (device_loop.h), the body cloned into the WHILE
 // node by a child graph node as it stands.
-#include <cstring>
 #include <utility>
 
 #include "base/status.h"

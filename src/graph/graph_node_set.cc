@@ -60,7 +60,7 @@ absl::Status Graph::SetNodeInfo(uint64_t index, const vyre_graph_node_info& info
   if (op.kind == VYRE_GRAPH_NODE_KERNEL) {
     VYRE_RETURN_IF_ERROR(KernelFromInfo(info, raw, &op, what));
   } else {
-    VYRE_RETURN_IF_ERROR(MemsetFromInfo(info, raw, &op.memset, what));
+    VYRE_RETURN_IF_ERROR(MemsetFromInfo(info, &op.memset, what));
   }
   driver::ScopedContext bind(context_->cu());
   VYRE_RETURN_IF_ERROR(bind.status(what));
@@ -85,12 +85,7 @@ absl::Status Graph::SetNodeInfo(uint64_t index, const vyre_graph_node_info& info
 // The node exists, is of a kind that can be set, and `info` is of it.
 absl::Status Graph::CheckNodeIdentity(uint64_t index, const vyre_graph_node_info& info,
                                       const char* what) const {
-  if (index >= full_.ops.size()) {
-    return Errorf(VYRE_STATUS_OUT_OF_RANGE,
-                  "%s: node index %u does not exist; the graph has %u nodes. Fix: pass an index "
-                  "below vyre_graph_info.node_count.",
-                  what, index, full_.ops.size());
-  }
+  VYRE_RETURN_IF_ERROR(CheckNodeIndex(index, what));
   const vyre_graph_node_kind kind = full_.ops[index].kind;
   if (kind != VYRE_GRAPH_NODE_KERNEL && kind != VYRE_GRAPH_NODE_MEMSET) {
     return Errorf(VYRE_STATUS_INVALID_ARGUMENT,
@@ -200,9 +195,10 @@ absl::Status Graph::KernelArgumentsFromInfo(const vyre_graph_node_info& info, bo
   return absl::OkStatus();
 }
 
-absl::Status Graph::MemsetFromInfo(const vyre_graph_node_info& info, bool raw,
+// The shape rules are the driver's, raw or not (the destination's are
+// CheckMemsetDestination's).
+absl::Status Graph::MemsetFromInfo(const vyre_graph_node_info& info,
                                    CUDA_MEMSET_NODE_PARAMS* params, const char* what) const {
-  (void)raw;  // the shape rules are the driver's, raw or not
   const uint32_t size = info.memset_element_size;
   if (size != 1 && size != 2 && size != 4) {
     return Errorf(VYRE_STATUS_INVALID_ARGUMENT,

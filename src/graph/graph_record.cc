@@ -149,11 +149,7 @@ absl::Status Graph::BuildKernelOp(const DispatchPlan& plan, RecordedOp* kernel,
                                   const char* what) {
   kernel->kind = VYRE_GRAPH_NODE_KERNEL;
   kernel->program = program_.get();
-  for (int a = 0; a < 3; ++a) {
-    kernel->shape.grid[a] = plan.grid[a];
-    kernel->shape.block[a] = plan.block[a];
-  }
-  kernel->shape.shared_bytes = static_cast<uint32_t>(plan.shared_memory_bytes);
+  kernel->shape = LaunchShapeOf(plan);
   const CUdeviceptr slab = device_.device();
   FillKernelValues(
       *program_, [&](uint32_t i) -> uint64_t { return bindings_[i].Pointer(slab); }, slab,

@@ -90,11 +90,7 @@ absl::Status TakeDispatchBindings(const DispatchPlan& plan, const std::string& w
 // A DISPATCH step's launch: shape, iterations, parameter words and kernel
 // argument values.
 void TakeDispatchLaunch(const DispatchPlan& plan, const Program& program, SequenceStep* step) {
-  for (int a = 0; a < 3; ++a) {
-    step->shape.grid[a] = plan.grid[a];
-    step->shape.block[a] = plan.block[a];
-  }
-  step->shape.shared_bytes = static_cast<uint32_t>(plan.shared_memory_bytes);
+  step->shape = LaunchShapeOf(plan);
   step->iterations = plan.iterations;
   step->param_words.assign(reinterpret_cast<const char*>(plan.param_words), plan.param_bytes);
   // The parameter-word pointer is patched in once the words are uploaded.

@@ -187,12 +187,7 @@ absl::Status CaptureDispatch(std::shared_ptr<Program> program, const vyre_dispat
     if (b.decl->role != VYRE_ROLE_OUTPUT || b.bytes == 0) continue;
     VYRE_CU(what, cuMemsetD8Async, b.buffer->device() + b.offset, 0, b.bytes, stream);
   }
-  LaunchShape shape;
-  for (int a = 0; a < 3; ++a) {
-    shape.grid[a] = plan.grid[a];
-    shape.block[a] = plan.block[a];
-  }
-  shape.shared_bytes = static_cast<uint32_t>(plan.shared_memory_bytes);
+  const LaunchShape shape = LaunchShapeOf(plan);
   KernelValues values;
   FillKernelValues(
       *program,

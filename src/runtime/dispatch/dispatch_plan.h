@@ -22,6 +22,7 @@
 #include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "runtime/dispatch/kernel_launch.h"
 #include "runtime/transfer/buffer.h"
 #include "runtime/transfer/host_memory.h"
 #include "runtime/program/program.h"
@@ -68,6 +69,17 @@ struct DispatchPlan {
   uint64_t output_region_offset = 0;  // device slab range memset to zero
   uint64_t output_region_bytes = 0;
 };
+
+// The plan's grid, block and dynamic shared memory as a launch takes them.
+inline LaunchShape LaunchShapeOf(const DispatchPlan& plan) {
+  LaunchShape shape;
+  for (int a = 0; a < 3; ++a) {
+    shape.grid[a] = plan.grid[a];
+    shape.block[a] = plan.block[a];
+  }
+  shape.shared_bytes = static_cast<uint32_t>(plan.shared_memory_bytes);
+  return shape;
+}
 
 // One binding of a dispatch, checked against its declaration: a HOST one's
 // pointers and length, a RESIDENT one's buffer, context, range and alignment
