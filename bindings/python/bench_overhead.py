@@ -21,12 +21,27 @@ times one.
 quick process, as scripts/gpu-bindings.sh --bench runs in each round); --rows
 libs times CuPy, PyTorch, and vyre over CuPy arrays and torch tensors only.
 
+--c-timer PATH (default $VYRE_CUDA_BENCH_TIMER; the build's
+bench/libvyre_bench_timer.so) adds C rows timed in this same process, on the
+same context, program and buffers: C resident, host and replay through
+vyre_dispatch / vyre_graph_replay called from C (bench/inprocess_timer.c).
+Every row then also reports its difference to its C partner, round by round
+(resident, torch and CuPy rows: C resident; host and numpy: C host; replay:
+C replay). Two processes differ by more than Python's overhead (the same C
+call measured 10.3 and 12.3 us in two processes on an H200); one process
+does not.
+
+Rows run round-robin in --rounds rounds (default 5), each row timing
+iterations/rounds calls a round; a row's median is the median of its round
+medians, its difference to C the median of the per-round differences.
+
 The library is the installed package's, or VYRE_CUDA_LIBRARY's (e.g.
 build/gpu/src/libvyre_cuda.so).
 """
 
 import argparse
 import array
+import ctypes
 import json
 import os
 import statistics
@@ -46,7 +61,8 @@ with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "
     ADD_PTX = _f.read()
 
 
-def measure(fn, iterations, warmup):
+def timed(fn, iterations, warmup):
+    """Samples (us) of `iterations` calls of fn, each timed alone."""
     for _ in range(warmup):
         fn()
     samples = []
@@ -55,10 +71,86 @@ def measure(fn, iterations, warmup):
         t0 = clock()
         fn()
         samples.append((clock() - t0) / 1000.0)
-    samples.sort()
-    return {"median_us": statistics.median(samples),
-            "p10_us": samples[len(samples) // 10],
-            "p90_us": samples[(9 * len(samples)) // 10]}
+    return samples
+
+
+class CRow:
+    """A row timed in C (libvyre_bench_timer): block(iterations, warmup)
+    gives its samples."""
+
+    def __init__(self, timer, kind, fn, handle, desc):
+        self._call = getattr(timer, f"vyre_bench_time_{kind}")
+        self._call.restype = ctypes.c_int
+        self._call.argtypes = [ctypes.c_void_p, ctypes.c_uint64, ctypes.c_void_p, ctypes.c_int,
+                               ctypes.POINTER(ctypes.c_double)]
+        self._args = (ctypes.cast(fn, ctypes.c_void_p), handle, ctypes.byref(desc))
+        self._desc = desc  # (kept alive with what it points at)
+
+    def block(self, iterations, warmup):
+        out = (ctypes.c_double * max(iterations, warmup, 1))()
+        for n in (warmup, iterations):
+            if n:
+                st = self._call(*self._args, n, out)
+                if st:
+                    raise SystemExit(f"bench_overhead: C row failed with status {st}")
+        return list(out[:iterations])
+
+
+def c_rows(timer_path, prog, graph, resident, host, params):
+    """C resident, host and replay rows over the same program, buffers and
+    host memory as the Python rows, or {} without the timer."""
+    from vyre_cuda import _cdefs
+    timer = ctypes.CDLL(timer_path)
+    lib = _loader._lib
+    keep = []
+
+    def desc_of(entries):
+        structs = (_cdefs.DispatchBindingStruct * len(entries))()
+        for i, e in enumerate(entries):
+            b = _cdefs._new(_cdefs.DispatchBindingStruct)
+            if isinstance(e, vc.Buffer):
+                b.source = _cdefs.Source.RESIDENT
+                b.buffer.bits = e._bits
+            else:
+                c = (ctypes.c_char * len(e)).from_buffer(e)
+                keep.append(c)
+                b.source = _cdefs.Source.HOST
+                b.host_bytes = len(e)
+                if prog.bindings[i].role == _cdefs.Role.OUTPUT:
+                    b.host_output = ctypes.addressof(c)
+                else:
+                    b.host_input = ctypes.addressof(c)
+            structs[i] = b
+        words = (ctypes.c_uint32 * len(params))(*params)
+        keep.extend((structs, words))
+        return _cdefs._new(_cdefs.DispatchDescStruct, bindings=structs,
+                           binding_count=len(entries), param_words=words,
+                           param_word_count=len(params), fixpoint_iterations=1)
+
+    rows = {"C resident 4 KiB (same process)": CRow(timer, "dispatch", lib.vyre_dispatch,
+                                                    prog._bits, desc_of(resident)),
+            "C host 4 KiB (same process)": CRow(timer, "dispatch", lib.vyre_dispatch,
+                                                prog._bits, desc_of(host)),
+            "C graph replay 4 KiB (same process)": CRow(
+                timer, "replay", lib.vyre_graph_replay, graph._bits,
+                _cdefs._new(_cdefs.GraphReplayDescStruct))}
+    for row in rows.values():
+        row.keep = keep
+    return rows
+
+
+# The C row each Python row is paired with (by label prefix).
+C_PARTNERS = (("vyre resident", "C resident"), ("vyre host", "C host"),
+              ("vyre numpy", "C host"), ("vyre graph replay", "C graph replay"),
+              ("vyre over", "C resident"), ("cupy resident", "C resident"),
+              ("torch resident", "C resident"))
+
+
+def c_partner(label, labels):
+    for prefix, partner in C_PARTNERS:
+        if label.startswith(prefix):
+            return next((k for k in labels if k.startswith(partner)), None)
+    return None
 
 
 def vyre_rows(a, b, want):
@@ -107,7 +199,7 @@ def vyre_rows(a, b, want):
             lambda: prog.dispatch([na, nb, nout], params=params, grid=(1, 1, 1),
                                   block=(N, 1, 1)))
     device = ctx.device_info()["name"]
-    return ctx, prog, rows, device
+    return ctx, prog, graph, rows, device, (resident, host, params)
 
 
 def cupy_rows(a, b, want, prog=None):
@@ -187,6 +279,11 @@ def main():
                         help="vyre rows through the compiled fast path, the ctypes path, "
                              "or both interleaved (default: both when the compiled module "
                              "is in use)")
+    parser.add_argument("--rounds", type=int, default=5,
+                        help="round-robin rounds over the rows (default 5)")
+    parser.add_argument("--c-timer", default=os.environ.get("VYRE_CUDA_BENCH_TIMER"),
+                        help="libvyre_bench_timer.so: adds C rows timed in this process "
+                             "(default $VYRE_CUDA_BENCH_TIMER)")
     args = parser.parse_args()
     try:
         compiled = _loader.fast_path()
@@ -198,6 +295,10 @@ def main():
                          f"({_loader._fast_reason}). Fix: pip install the package (it builds "
                          f"vyre_cuda._fast), or set VYRE_CUDA_EXTENSION_DIR to the build's "
                          f"module directory.")
+    if args.c_timer and not os.path.exists(args.c_timer):
+        raise SystemExit(f"bench_overhead: --c-timer {args.c_timer}: no such file. Fix: build "
+                         f"the target vyre_bench_timer (the gpu preset builds it) and pass "
+                         f"build/gpu/bench/libvyre_bench_timer.so, or leave --c-timer out.")
     fast = _loader._fast
     print(f"vyre_cuda path: {'compiled (vyre_cuda._fast)' if compiled else 'ctypes'}"
           f"{'' if compiled else ' (' + _loader._fast_reason + ')'}; timing: {paths}")
@@ -207,7 +308,7 @@ def main():
     want = [(x + y) & 0xFFFFFFFF for x, y in zip(a, b)]
 
     try:
-        ctx, prog, rows, device = vyre_rows(a, b, want)
+        ctx, prog, graph, rows, device, (resident, host, params) = vyre_rows(a, b, want)
     except vc.VyreError as e:
         raise SystemExit(f"bench_overhead: no GPU for vyre: {e}")
     if args.rows == "libs":
@@ -220,57 +321,93 @@ def main():
             rows.update(build())
         except ImportError as e:
             skipped.append(f"{name}: {e}")
+    if args.c_timer:
+        rows = {**c_rows(args.c_timer, prog, graph, resident, host, params), **rows}
 
-    results = {}
-    for label, fn in rows.items():
-        if not label.startswith("vyre") or paths == "compiled":
-            results[label] = measure(fn, args.iterations, args.warmup)
-            continue
-        if paths == "ctypes":
-            _loader._fast = None
+    # Round-robin: every row a block of calls a round, so drift over the run
+    # hits every row alike. Vyre rows under --paths both time a compiled and a
+    # ctypes block a round.
+    rounds = max(args.rounds, 1)
+    per = max(args.iterations // rounds, 1)
+    warm = args.warmup // rounds
+    pooled = {label: [] for label in rows}
+    medians = {label: [] for label in rows}
+    path_medians = {label: {"compiled": [], "ctypes": []} for label in rows}
+
+    def block(label, fn):
+        if isinstance(fn, CRow):
+            return fn.block(per, warm)
+        return timed(fn, per, warm)
+
+    for _ in range(rounds):
+        for label, fn in rows.items():
+            both = label.startswith("vyre") and paths == "both"
+            if paths == "ctypes" and label.startswith("vyre"):
+                _loader._fast = None
             try:
-                results[label] = measure(fn, args.iterations, args.warmup)
+                samples = block(label, fn)
             finally:
                 _loader._fast = fast
-            continue
-        # Both, interleaved in rounds so drift hits each path alike.
-        rounds = 5
-        per = max(args.iterations // rounds, 1)
-        samples = {"compiled": [], "ctypes": []}
-        for _ in range(rounds):
-            for path in ("compiled", "ctypes"):
-                _loader._fast = fast if path == "compiled" else None
+            pooled[label] += samples
+            medians[label].append(statistics.median(samples))
+            if both:
+                path_medians[label]["compiled"].append(medians[label][-1])
+                _loader._fast = None
                 try:
-                    samples[path].append(measure(fn, per, args.warmup // rounds)["median_us"])
+                    path_medians[label]["ctypes"].append(statistics.median(block(label, fn)))
                 finally:
                     _loader._fast = fast
-        r = measure(fn, args.iterations, args.warmup)
-        r["compiled_median_us"] = statistics.median(samples["compiled"])
-        r["ctypes_median_us"] = statistics.median(samples["ctypes"])
+
+    results = {}
+    for label in rows:
+        samples = sorted(pooled[label])
+        r = {"median_us": statistics.median(medians[label]),
+             "p10_us": samples[len(samples) // 10],
+             "p90_us": samples[(9 * len(samples)) // 10],
+             "round_medians_us": medians[label]}
+        if path_medians[label]["ctypes"]:
+            r["compiled_median_us"] = statistics.median(path_medians[label]["compiled"])
+            r["ctypes_median_us"] = statistics.median(path_medians[label]["ctypes"])
+        partner = c_partner(label, rows)
+        if partner is not None:
+            r["c_partner"] = partner
+            r["c_same_process_median_us"] = statistics.median(medians[partner])
+            r["delta_same_process_us"] = statistics.median(
+                [x - y for x, y in zip(medians[label], medians[partner])])
         results[label] = r
 
     print(f"device: {device}; library: {vc.library_path()}; python {sys.version.split()[0]}")
-    print(f"{args.iterations} calls per row after {args.warmup} warm-up calls; microseconds")
+    print(f"{args.iterations} calls per row in {rounds} round-robin rounds, after "
+          f"{args.warmup} warm-up calls; microseconds")
     width = max([len(k) for k in results] + [1])
     both = any("ctypes_median_us" in r for r in results.values())
+    paired = any("delta_same_process_us" in r for r in results.values())
     extra = f"  {'compiled':>8}  {'ctypes':>8}  {'saved':>8}" if both else ""
+    extra += f"  {'vs C':>8}" if paired else ""
     print(f"{'':{width}}  {'median':>8}  {'p10':>8}  {'p90':>8}{extra}")
     for label, r in results.items():
         line = f"{label:{width}}  {r['median_us']:8.1f}  {r['p10_us']:8.1f}  {r['p90_us']:8.1f}"
-        if "ctypes_median_us" in r:
+        if both:
             line += (f"  {r['compiled_median_us']:8.1f}  {r['ctypes_median_us']:8.1f}  "
-                     f"{r['ctypes_median_us'] - r['compiled_median_us']:8.1f}")
+                     f"{r['ctypes_median_us'] - r['compiled_median_us']:8.1f}"
+                     if "ctypes_median_us" in r else " " * 30)
+        if "delta_same_process_us" in r:
+            line += f"  {r['delta_same_process_us']:+8.2f}"
         print(line)
     if both:
         print("median/p10/p90: the compiled path (ctypes only where it falls back); compiled/"
-              "ctypes: medians of 5 interleaved rounds each; saved: ctypes - compiled")
-    for s in skipped:
-        print(f"skipped {s}")
+              "ctypes: medians of the rounds each; saved: ctypes - compiled")
+    if paired:
+        print("vs C: the median over the rounds of (the row's round median minus its C "
+              "partner's, same process)")
+    for s_ in skipped:
+        print(f"skipped {s_}")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"device": device, "library": vc.library_path(), "results": results,
-                       "skipped": skipped, "compiled_path": compiled, "paths": paths}, f,
-                      indent=2)
+                       "skipped": skipped, "compiled_path": compiled, "paths": paths,
+                       "rounds": rounds}, f, indent=2)
+    graph.close()
     prog.close()
     ctx.close()
 

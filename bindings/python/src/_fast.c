@@ -22,6 +22,8 @@
 
 #include "vyre_cuda.h"
 
+#include "dlpack_exchange.h"
+
 #include <structmember.h> /* T_OBJECT_EX */
 
 #if PY_VERSION_HEX < 0x030900A4
@@ -427,6 +429,300 @@ static int marshal(PyObject* entry, Py_ssize_t i, PyObject* decls, vyre_dispatch
  * SHARED binding, a closed context) is FALLBACK before anything happened;
  * the package then resolves in Python as before (a reader only reads, so
  * reading again is harmless). */
+/* ------------------------------------------------------------------------ */
+/* Readers in C                                                              */
+/* ------------------------------------------------------------------------ */
+
+/* A reader (_interop._torch_reader / _cupy_reader's function) may carry
+ * `_c_read`, a tuple saying how this module reads the same arrays itself
+ * instead of calling it:
+ *   ("dlpack_exchange", capsule, refuse_attrs, refuse_methods): the
+ *     producer's DLPack C exchange API (PyTorch 2.10+), one C call a tensor
+ *     and one for the stream; a tensor with any refuse_attrs attribute or
+ *     refuse_methods() result true is declined (PyTorch: requires_grad,
+ *     is_neg), as the Python reader declines it;
+ *   ("cupy", get_device, get_current_stream, contiguous_attr): a
+ *     cupy.ndarray's data.ptr, data.device_id, nbytes and contiguous_attr
+ *     read directly, the current device checked once a call.
+ * What either accepts, the Python reader accepts with the same pointer and
+ * size (tests hold both to it); anything it declines goes to the Python
+ * reader's verdict through the package's own path. A reader without
+ * `_c_read`, or with one this module does not know, is called. */
+enum { READ_PYTHON = 0, READ_EXCHANGE = 1, READ_CUPY = 2 };
+/* read_array's result besides OK / FALLBACK / ERR: not this reader's to
+ * bind (the generic path judges the array). */
+enum { DECLINED = 2 };
+
+typedef struct {
+  PyObject* reader; /* strong, with spec: entries are never freed */
+  PyObject* spec;
+  int kind;
+  const vyre_dlx_api* api;  /* READ_EXCHANGE */
+  PyObject* refuse_attrs;   /* READ_EXCHANGE: tuples of str (borrowed from spec) */
+  PyObject* refuse_methods;
+  PyObject* get_device;     /* READ_CUPY (borrowed from spec) */
+  PyObject* get_stream;
+  PyObject* contiguous_attr;
+} reader_spec;
+
+/* Entries stay for the process (a call may hold one while a reader runs
+ * Python code); past the table's size a reader is simply called. */
+#define MAX_READER_SPECS 16
+static reader_spec reader_specs[MAX_READER_SPECS];
+static int reader_spec_count;
+static const reader_spec python_reader = {NULL, NULL, READ_PYTHON, NULL, NULL, NULL,
+                                          NULL, NULL, NULL};
+
+static int all_str(PyObject* t) {
+  if (!PyTuple_CheckExact(t)) return 0;
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(t); i++)
+    if (!PyUnicode_CheckExact(PyTuple_GET_ITEM(t, i))) return 0;
+  return 1;
+}
+
+/* The API table of major version 1 in the capsule's chain, or NULL. */
+static const vyre_dlx_api* exchange_api(PyObject* capsule) {
+  if (!PyCapsule_IsValid(capsule, VYRE_DLX_CAPSULE_NAME)) return NULL;
+  const vyre_dlx_header* h = PyCapsule_GetPointer(capsule, VYRE_DLX_CAPSULE_NAME);
+  for (int depth = 0; h != NULL && depth < 8; depth++, h = h->prev_api) {
+    if (h->version.major != VYRE_DLX_MAJOR) continue;
+    const vyre_dlx_api* api = (const vyre_dlx_api*)h;
+    return api->dltensor_from_py_object_no_sync && api->current_work_stream ? api : NULL;
+  }
+  return NULL;
+}
+
+/* How `reader` is read (never NULL; never leaves an exception set). */
+static const reader_spec* spec_of(PyObject* reader) {
+  for (int i = 0; i < reader_spec_count; i++)
+    if (reader_specs[i].reader == reader) return &reader_specs[i];
+  if (reader_spec_count == MAX_READER_SPECS) return &python_reader;
+  reader_spec s = python_reader;
+  PyObject* spec = PyObject_GetAttrString(reader, "_c_read");
+  if (spec == NULL) PyErr_Clear();
+  if (spec != NULL && PyTuple_CheckExact(spec) && PyTuple_GET_SIZE(spec) == 4 &&
+      PyUnicode_Check(PyTuple_GET_ITEM(spec, 0))) {
+    const char* kind = PyUnicode_AsUTF8(PyTuple_GET_ITEM(spec, 0));
+    PyObject** f = &PyTuple_GET_ITEM(spec, 0);
+    if (kind == NULL) {
+      PyErr_Clear();
+    } else if (strcmp(kind, "dlpack_exchange") == 0 && all_str(f[2]) && all_str(f[3])) {
+      s.api = exchange_api(f[1]);
+      if (s.api != NULL) {
+        s.kind = READ_EXCHANGE;
+        s.refuse_attrs = f[2];
+        s.refuse_methods = f[3];
+      }
+    } else if (strcmp(kind, "cupy") == 0 && PyCallable_Check(f[1]) && PyCallable_Check(f[2]) &&
+               PyUnicode_CheckExact(f[3])) {
+      s.kind = READ_CUPY;
+      s.get_device = f[1];
+      s.get_stream = f[2];
+      s.contiguous_attr = f[3];
+    }
+  }
+  Py_INCREF(reader);
+  s.reader = reader;
+  s.spec = spec; /* (the reference from GetAttr, kept) */
+  reader_specs[reader_spec_count] = s;
+  return &reader_specs[reader_spec_count++];
+}
+
+/* What one call learns once: the context's device, and (CuPy) whether the
+ * current device is it (0 not asked yet, 1 yes, -1 no). */
+typedef struct {
+  PyObject* device; /* borrowed */
+  long device_id;
+  int cupy_current;
+} read_state;
+
+/* After a reader (or its stream) raised: 1 with the error cleared when it
+ * is an Exception (the package's loop catches those: the generic path then
+ * judges the array), 0 with it left set otherwise (KeyboardInterrupt,
+ * SystemExit: they propagate, as from the loop). */
+static int clear_exception(void) {
+  if (!PyErr_ExceptionMatches(PyExc_Exception)) return 0;
+  PyErr_Clear();
+  return 1;
+}
+
+/* After a read raised: DECLINED, or ERR for what must propagate. */
+static int declined_on_error(void) { return clear_exception() ? DECLINED : ERR; }
+
+/* Whether any of obj's attributes (methods' results) is true: 0 no, 1 yes,
+ * or ERR / DECLINED when one raised. */
+static int any_true(PyObject* obj, PyObject* attrs, int call) {
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(attrs); i++) {
+    PyObject* name = PyTuple_GET_ITEM(attrs, i);
+    PyObject* v = call ? PyObject_CallMethodObjArgs(obj, name, NULL) : PyObject_GetAttr(obj, name);
+    int truth = v == NULL ? -1 : PyObject_IsTrue(v);
+    Py_XDECREF(v);
+    if (truth < 0) return declined_on_error();
+    if (truth) return 1;
+  }
+  return 0;
+}
+
+/* A tensor through the exchange API: its first byte and size when it is a
+ * non-empty, C-contiguous array of whole-byte, non-complex elements on the
+ * context's device. */
+static int read_exchange(const reader_spec* s, PyObject* e, const read_state* rs,
+                         uint64_t* pointer, uint64_t* nbytes) {
+  vyre_dlx_tensor t;
+  memset(&t, 0, sizeof t);
+  if (s->api->dltensor_from_py_object_no_sync(e, &t) != 0)
+    return PyErr_Occurred() ? declined_on_error() : DECLINED;
+  if (t.device.device_type != VYRE_DLX_CUDA || t.device.device_id != rs->device_id ||
+      t.dtype.lanes != 1 || t.dtype.bits == 0 || t.dtype.bits % 8 != 0 ||
+      t.dtype.code == VYRE_DLX_COMPLEX || t.dtype.code == VYRE_DLX_OPAQUE_HANDLE ||
+      t.ndim < 0 || (t.ndim > 0 && t.shape == NULL))
+    return DECLINED;
+  /* Elements, and C-contiguity as PyTorch's is_contiguous() judges it (a
+   * dimension of one element may have any stride). */
+  uint64_t count = 1, expected = 1;
+  for (int32_t d = t.ndim - 1; d >= 0; d--) {
+    int64_t extent = t.shape[d];
+    if (extent < 0) return DECLINED;
+    if (t.strides != NULL && extent != 1 && (uint64_t)t.strides[d] != expected &&
+        extent != 0)
+      return DECLINED;
+    if (extent != 0 && expected > UINT64_MAX / (uint64_t)extent) return DECLINED;
+    expected *= (uint64_t)extent;
+    count = expected;
+  }
+  uint64_t size = t.dtype.bits / 8;
+  if (count == 0 || count > UINT64_MAX / size) return DECLINED;
+  *pointer = (uint64_t)(uintptr_t)t.data + t.byte_offset;
+  *nbytes = count * size;
+  /* (Read last: they may run Python code, after which t is not valid.) */
+  int refused = any_true(e, s->refuse_attrs, 0);
+  if (refused == 0) refused = any_true(e, s->refuse_methods, 1);
+  if (refused == 1) return DECLINED;
+  return refused; /* 0 (OK), DECLINED or ERR */
+}
+
+/* An int attribute as a long long (FALLBACK when it is not one). */
+static int attr_ll(PyObject* o, const char* name, long long* out) {
+  PyObject* v = PyObject_GetAttrString(o, name);
+  if (v == NULL) return declined_on_error();
+  int st = OK;
+  if (!PyLong_Check(v)) {
+    st = DECLINED;
+  } else {
+    *out = PyLong_AsLongLong(v);
+    if (*out == -1 && PyErr_Occurred()) st = declined_on_error();
+  }
+  Py_DECREF(v);
+  return st;
+}
+
+/* A cupy.ndarray, as _cupy_reader's read(): pointer and size when its
+ * memory is the context's device, it is C-contiguous and non-empty, and the
+ * current device (whose current stream the call orders after) is it. */
+static int read_cupy(const reader_spec* s, PyObject* e, read_state* rs, uint64_t* pointer,
+                     uint64_t* nbytes) {
+  long long ptr, device, size;
+  PyObject* memory = PyObject_GetAttrString(e, "data");
+  if (memory == NULL) return declined_on_error();
+  int st = attr_ll(memory, "device_id", &device);
+  if (st == OK) st = attr_ll(memory, "ptr", &ptr);
+  Py_DECREF(memory);
+  if (st != OK) return st;
+  if (device != rs->device_id) return DECLINED;
+  PyObject* c = PyObject_GetAttr(e, s->contiguous_attr);
+  int contiguous = c == NULL ? -1 : PyObject_IsTrue(c);
+  Py_XDECREF(c);
+  if (contiguous < 0) return declined_on_error();
+  if (!contiguous) return DECLINED;
+  if ((st = attr_ll(e, "nbytes", &size)) != OK) return st;
+  if (size <= 0) return DECLINED;
+  if (rs->cupy_current == 0) {
+    PyObject* current = PyObject_CallNoArgs(s->get_device);
+    if (current == NULL) return declined_on_error();
+    long long id = PyLong_Check(current) ? PyLong_AsLongLong(current) : -1;
+    Py_DECREF(current);
+    if (id == -1 && PyErr_Occurred()) return declined_on_error();
+    rs->cupy_current = id == rs->device_id ? 1 : -1;
+  }
+  if (rs->cupy_current < 0) return DECLINED;
+  *pointer = (uint64_t)ptr;
+  *nbytes = (uint64_t)size;
+  return OK;
+}
+
+/* Entry e as its cache key (pointer, nbytes) (a new reference) through its
+ * reader: OK, DECLINED (the reader's None, or it raised an Exception),
+ * FALLBACK (an answer of an unexpected shape) or ERR. */
+static int read_array(const reader_spec* s, PyObject* reader, PyObject* e, read_state* rs,
+                      PyObject** key) {
+  *key = NULL;
+  uint64_t pointer = 0, nbytes = 0;
+  int st;
+  if (s->kind == READ_EXCHANGE) {
+    st = read_exchange(s, e, rs, &pointer, &nbytes);
+  } else if (s->kind == READ_CUPY) {
+    st = read_cupy(s, e, rs, &pointer, &nbytes);
+  } else {
+    PyObject* call_args[2] = {e, rs->device};
+    PyObject* got = PyObject_Vectorcall(reader, call_args, 2, NULL);
+    if (got == NULL) return declined_on_error();
+    if (got == Py_None) {
+      Py_DECREF(got);
+      return DECLINED;
+    }
+    if (!PyTuple_CheckExact(got) || PyTuple_GET_SIZE(got) != 2) {
+      Py_DECREF(got);
+      return FALLBACK;
+    }
+    *key = got;
+    return OK;
+  }
+  if (st != OK) return st;
+  *key = Py_BuildValue("(KK)", (unsigned long long)pointer, (unsigned long long)nbytes);
+  return *key == NULL ? ERR : OK;
+}
+
+/* The producer stream the reader names for the device (a new reference; 0
+ * is the legacy default stream), or NULL with an exception set. */
+static PyObject* reader_stream(const reader_spec* s, PyObject* reader, const read_state* rs) {
+  if (s->kind == READ_EXCHANGE) {
+    void* stream = NULL;
+    if (s->api->current_work_stream(VYRE_DLX_CUDA, (int32_t)rs->device_id, &stream) != 0) {
+      if (!PyErr_Occurred())
+        PyErr_SetString(PyExc_RuntimeError, "current_work_stream failed without an error");
+      return NULL;
+    }
+    return PyLong_FromUnsignedLongLong((unsigned long long)(uintptr_t)stream);
+  }
+  if (s->kind == READ_CUPY) {
+    PyObject* stream = PyObject_CallNoArgs(s->get_stream);
+    if (stream == NULL) return NULL;
+    PyObject* ptr = PyObject_GetAttrString(stream, "ptr");
+    Py_DECREF(stream);
+    return ptr;
+  }
+  PyObject* fn = PyObject_GetAttr(reader, s_stream);
+  if (fn == NULL) return NULL;
+  PyObject* call_args[1] = {rs->device};
+  PyObject* stream = PyObject_Vectorcall(fn, call_args, 1, NULL);
+  Py_DECREF(fn);
+  return stream;
+}
+
+/* The context's device as the call's read_state (FALLBACK when it is not
+ * an int). */
+static int read_state_of(PyObject* device, read_state* rs) {
+  rs->device = device;
+  rs->cupy_current = 0;
+  if (!PyLong_CheckExact(device)) return FALLBACK;
+  rs->device_id = PyLong_AsLong(device);
+  if (rs->device_id == -1 && PyErr_Occurred()) {
+    PyErr_Clear();
+    return FALLBACK;
+  }
+  return OK;
+}
+
 static PyObject* o_readers;   /* _interop._readers (init_known) */
 static PyObject* o_program_ns; /* vars(_program), for _wait_streams */
 static PyObject* o_wait_streams; /* _program._wait_streams as init_known found it */
@@ -439,7 +735,9 @@ typedef struct {
   PyObject* device;
   PyObject* wraps;
   uint64_t context_bits;
+  read_state rs;                /* (rs.device: k->device) */
   PyObject* used[MAX_BINDINGS]; /* the readers used, each once, in order */
+  const reader_spec* specs[MAX_BINDINGS]; /* how each is read */
   int used_count;
   PyObject* bufs[MAX_BINDINGS]; /* the wraps bound, held until the call is done */
   int buf_count;
@@ -451,16 +749,6 @@ static void known_release(known_arrays* k) {
   Py_CLEAR(k->context);
   Py_CLEAR(k->device);
   Py_CLEAR(k->wraps);
-}
-
-/* After a reader (or its stream) raised: 1 with the error cleared when it
- * is an Exception (the package's loop catches those: the generic path then
- * judges the array), 0 with it left set otherwise (KeyboardInterrupt,
- * SystemExit: they propagate, as from the loop). */
-static int clear_exception(void) {
-  if (!PyErr_ExceptionMatches(PyExc_Exception)) return 0;
-  PyErr_Clear();
-  return 1;
 }
 
 /* Entry i (its type's reader given) as its cached wrap. */
@@ -476,18 +764,18 @@ static int known_entry(known_arrays* k, PyObject* program, PyObject* e, PyObject
       PyErr_Clear();
       return FALLBACK;
     }
-    if (!PyDict_CheckExact(k->wraps) || attr_u64(k->context, s_bits, &bits) || bits == 0)
+    if (!PyDict_CheckExact(k->wraps) || attr_u64(k->context, s_bits, &bits) || bits == 0 ||
+        read_state_of(k->device, &k->rs))
       return FALLBACK;
     k->context_bits = bits;
   }
-  PyObject* call_args[2] = {e, k->device};
-  PyObject* got = PyObject_Vectorcall(reader, call_args, 2, NULL);
-  if (got == NULL) return clear_exception() ? FALLBACK : ERR;
-  PyObject* buf = NULL;
-  if (PyTuple_CheckExact(got) && PyTuple_GET_SIZE(got) == 2) {
-    buf = PyDict_GetItemWithError(k->wraps, got); /* borrowed: (pointer, nbytes) */
-    if (buf == NULL) PyErr_Clear();
-  }
+  const reader_spec* spec = spec_of(reader);
+  PyObject* got;
+  int st = read_array(spec, reader, e, &k->rs, &got);
+  if (st == ERR) return ERR;
+  if (st != OK) return FALLBACK; /* (declined: the package's path judges it) */
+  PyObject* buf = PyDict_GetItemWithError(k->wraps, got); /* borrowed: (pointer, nbytes) */
+  if (buf == NULL) PyErr_Clear();
   Py_DECREF(got);
   if (buf == NULL || Py_TYPE(buf) != t_buffer || k->buf_count >= MAX_BINDINGS) return FALLBACK;
   Py_INCREF(buf);
@@ -500,6 +788,7 @@ static int known_entry(known_arrays* k, PyObject* program, PyObject* e, PyObject
   for (int u = 0; u < k->used_count; u++) seen |= k->used[u] == reader;
   if (!seen) {
     Py_INCREF(reader);
+    k->specs[k->used_count] = spec;
     k->used[k->used_count++] = reader;
   }
   return OK;
@@ -514,13 +803,7 @@ static int known_wait(known_arrays* k) {
   PyObject* legacy = PyLong_FromLong(1); /* STREAM_LEGACY */
   int st = producers == NULL || legacy == NULL ? ERR : OK;
   for (int u = 0; st == OK && u < k->used_count; u++) {
-    PyObject* fn = PyObject_GetAttr(k->used[u], s_stream);
-    PyObject* stream = NULL;
-    if (fn != NULL) {
-      PyObject* call_args[1] = {k->device};
-      stream = PyObject_Vectorcall(fn, call_args, 1, NULL);
-      Py_DECREF(fn);
-    }
+    PyObject* stream = reader_stream(k->specs[u], k->used[u], &k->rs);
     int truth = stream == NULL ? -1 : PyObject_IsTrue(stream);
     if (truth < 0) {
       st = clear_exception() ? FALLBACK : ERR;
@@ -882,7 +1165,10 @@ static PyObject* fast_resolve_known(PyObject* self, PyObject* const* args, Py_ss
   PyObject* held = NULL;
   PyObject* used = NULL;
   PyObject* result = NULL;
+  const reader_spec* specs[MAX_BINDINGS]; /* of used's readers, in order */
+  read_state rs;
   int st = OK;
+  if (PySequence_Fast_GET_SIZE(bindings) > MAX_BINDINGS) Py_RETURN_NOTIMPLEMENTED;
   for (Py_ssize_t i = 0; st == OK && i < PySequence_Fast_GET_SIZE(bindings); i++) {
     PyObject* e = PySequence_Fast_GET_ITEM(bindings, i);
     PyTypeObject* t = Py_TYPE(e);
@@ -908,19 +1194,20 @@ static PyObject* fast_resolve_known(PyObject* self, PyObject* const* args, Py_ss
           (wraps = PyObject_GetAttr(context, s_wraps)) == NULL || !PyDict_CheckExact(wraps)) {
         PyErr_Clear();
         st = FALLBACK;
+      } else {
+        st = read_state_of(device, &rs);
       }
     }
     PyObject* got = NULL;
+    const reader_spec* spec = &python_reader;
     if (st == OK && role != ROLE_SHARED) {
-      PyObject* call_args[2] = {e, device};
-      got = PyObject_Vectorcall(reader, call_args, 2, NULL);
-      if (got == NULL && !clear_exception()) st = ERR; /* else the generic path judges it */
+      spec = spec_of(reader);
+      int read = read_array(spec, reader, e, &rs, &got);
+      if (read != DECLINED) st = read; /* declined: the generic path judges it */
     }
-    if (got != NULL && got != Py_None) {
+    if (got != NULL) {
       PyObject* buf = NULL;
-      if (!PyTuple_CheckExact(got) || PyTuple_GET_SIZE(got) != 2) {
-        st = FALLBACK;
-      } else if (entries == NULL) {
+      if (entries == NULL) {
         /* The first array: a closed context resolves nothing. */
         uint64_t bits;
         if (attr_u64(context, s_bits, &bits)) {
@@ -946,6 +1233,7 @@ static PyObject* fast_resolve_known(PyObject* self, PyObject* const* args, Py_ss
       }
       if (st == OK) {
         int seen = PySequence_Contains(used, reader);
+        if (!seen) specs[PyList_GET_SIZE(used)] = spec;
         if (seen < 0 || (!seen && PyList_Append(used, reader) < 0) ||
             PyList_Append(held, e) < 0) {
           st = ERR;
@@ -982,13 +1270,7 @@ static PyObject* fast_resolve_known(PyObject* self, PyObject* const* args, Py_ss
       goto done;
     }
     for (Py_ssize_t k = 0; st == OK && k < PyList_GET_SIZE(used); k++) {
-      PyObject* fn = PyObject_GetAttr(PyList_GET_ITEM(used, k), s_stream);
-      PyObject* s = NULL;
-      if (fn != NULL) {
-        PyObject* call_args[1] = {device};
-        s = PyObject_Vectorcall(fn, call_args, 1, NULL);
-        Py_DECREF(fn);
-      }
+      PyObject* s = reader_stream(specs[k], PyList_GET_ITEM(used, k), &rs);
       /* `stream(device) or STREAM_LEGACY`: 0 names the legacy default stream. */
       int truth = s == NULL ? -1 : PyObject_IsTrue(s);
       if (truth < 0) {

@@ -723,7 +723,50 @@ def _gpu_context():
     return gpu_context()
 
 
-class CupyTest(unittest.TestCase):
+class _DirectReads:
+    """For the CuPy and PyTorch tests: the compiled path reading their arrays
+    in C, and what it declines judged as the generic path judges it."""
+
+    def counted_reader(self, array_type):
+        """Installs a reader that counts its Python calls and lets the
+        compiled path read in C as the real one does; the calls list."""
+        from vyre_cuda import _interop, _loader
+        if _loader._fast is None:
+            self.skipTest(f"the compiled path is off: {_loader._fast_reason}")
+        reader = _interop._reader_of(array_type)
+        if reader is None or not hasattr(reader, "_c_read"):
+            self.skipTest(f"this {array_type.__module__} is not read in C (no _c_read)")
+        calls = []
+
+        def counted(a, device):
+            calls.append(1)
+            return reader(a, device)
+        counted.stream = reader.stream
+        counted._c_read = reader._c_read
+        _interop._readers[array_type] = counted
+        self.addCleanup(_interop._readers.__setitem__, array_type, reader)
+        return calls
+
+    def same_as_generic(self, array_type, label, call):
+        """call() gives what it gives with the array type's reader off."""
+        from vyre_cuda import _interop
+
+        def outcome():
+            try:
+                return ("ok", list(call()))
+            except Exception as e:  # whatever the generic path raises
+                return ("raised", type(e).__name__, str(e))
+        reader = _interop._readers.pop(array_type)
+        _interop._plain_types[array_type] = True
+        try:
+            want = outcome()
+        finally:
+            _interop._plain_types.pop(array_type, None)
+            _interop._readers[array_type] = reader
+        self.assertEqual(outcome(), want, label)
+
+
+class CupyTest(_DirectReads, unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.ctx = _gpu_context()
@@ -778,6 +821,33 @@ class CupyTest(unittest.TestCase):
         with self.assertRaises(ValueError) as cm:
             self.prog.dispatch([ca[::2], cb[::2], cout[::2]], params=[n // 2])
         self.assertIn("Fix:", str(cm.exception))
+
+    def test_arrays_read_in_c(self):
+        # Once their wraps are cached, the compiled call reads CuPy arrays in
+        # C (the Python reader not called), views at an offset too; what it
+        # declines, the generic path judges as before.
+        cp = self.cp
+        calls = self.counted_reader(cp.ndarray)
+        n = 4099
+        base = cp.random.randint(0, 2 ** 30, size=3 * n + 7, dtype=cp.uint32)
+        ca, cb = base[5:5 + n], base[n + 6:2 * n + 6]
+        cout = cp.empty(n, dtype=cp.uint32)
+        self.prog.dispatch([ca, cb, cout], params=[n])
+        del calls[:]
+        for it in range(3):
+            ca += it + 1  # on CuPy's current stream, ordered before the dispatch
+            cout.fill(0xFFFFFFFF)
+            self.prog.dispatch([ca, cb, cout], params=[n])
+            self.assertTrue(bool((cout == ca + cb).all()), f"call {it}")
+        self.assertEqual(calls, [], "read in C, not by the Python reader")
+        cases = {"strided": base[::2][:n],
+                 "transposed": cp.zeros((2, n // 2 + 1), dtype=cp.uint32).T,
+                 "empty": cp.zeros(0, dtype=cp.uint32),
+                 "complex": cp.zeros(n // 2, dtype=cp.complex64),
+                 "2-D": cp.zeros((1, n), dtype=cp.uint32)}
+        for label, c in cases.items():
+            self.same_as_generic(cp.ndarray, label,
+                                 lambda c=c: self.prog.dispatch([ca, cb, c], params=[n]))
 
     def test_capture_cupy_work_around_a_dispatch(self):
         # CuPy kernels enqueued on the capture stream around a library
@@ -844,7 +914,7 @@ class CupyTest(unittest.TestCase):
             del ca, cout
 
 
-class TorchTest(unittest.TestCase):
+class TorchTest(_DirectReads, unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.ctx = _gpu_context()
@@ -896,6 +966,43 @@ class TorchTest(unittest.TestCase):
         with self.assertRaises(ValueError) as cm:
             self.prog.dispatch([ta[::2], tb[::2], tout[::2]], params=[n // 2])
         self.assertIn("Fix:", str(cm.exception))
+
+    def test_tensors_read_in_c(self):
+        # PyTorch 2.10+ (the DLPack C exchange API): once their wraps are
+        # cached, the compiled call reads tensors in C (the Python reader not
+        # called), views at an offset in their storage too; what the reader
+        # declines, the exchange read declines, and the generic path judges
+        # it as before.
+        torch = self.torch
+        calls = self.counted_reader(torch.Tensor)
+        n = 4099
+        base = torch.randint(0, 2 ** 30, (3 * n + 7,), dtype=torch.int32, device="cuda")
+        ta, tb = base[5:5 + n], base[n + 6:2 * n + 6]
+        tout = torch.empty(n, dtype=torch.int32, device="cuda")
+        self.prog.dispatch([ta, tb, tout], params=[n])
+        del calls[:]
+        for it in range(3):
+            ta.add_(it + 1)  # on torch's current stream, ordered before the dispatch
+            tout.fill_(-1)
+            self.prog.dispatch([ta, tb, tout], params=[n])
+            self.assertTrue(torch.equal(tout, ta + tb), f"call {it}")
+        self.assertEqual(calls, [], "read in C, not by the Python reader")
+
+        def zeros(*shape, dtype=torch.int32):
+            return torch.zeros(*shape, dtype=dtype, device="cuda")
+        cases = {"requires grad": torch.zeros(n, device="cuda", requires_grad=True),
+                 "negative view": zeros(n)._neg_view(),
+                 "complex": zeros(n // 2, dtype=torch.complex64),
+                 "conjugate view": zeros(n // 2, dtype=torch.complex64).conj(),
+                 "sparse": zeros(n).to_sparse(),
+                 "host tensor": torch.zeros(n, dtype=torch.int32),
+                 "transposed": zeros(2, n // 2 + 1).t(),
+                 "strided": base[::2][:n],
+                 "empty": zeros(0),
+                 "2-D": zeros(1, n)}
+        for label, t in cases.items():
+            self.same_as_generic(torch.Tensor, label,
+                                 lambda t=t: self.prog.dispatch([ta, tb, t], params=[n]))
 
     def test_stream_ordered_with_a_non_default_stream(self):
         torch = self.torch

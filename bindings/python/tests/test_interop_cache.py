@@ -10,7 +10,9 @@ array interface, as the real types do. They run through the compiled path
 and, under VYRE_CUDA_PURE_PYTHON=1 (or with it switched off), through ctypes.
 """
 
+import array
 import contextlib
+import ctypes
 import gc
 import types
 import unittest
@@ -110,8 +112,107 @@ class FakeCaiTensor(FakeTensor):
                 "strides": None if self._contiguous else (8,)}
 
 
+# A stand-in for PyTorch's DLPack C exchange API (DLPack 1.2): a table of C
+# functions in a capsule on the tensor type. Its functions are ctypes
+# callbacks that describe a FakeExchangeTensor from its fields.
+class _DLTensor(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("device_type", ctypes.c_int32),
+                ("device_id", ctypes.c_int32), ("ndim", ctypes.c_int32),
+                ("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16),
+                ("shape", ctypes.POINTER(ctypes.c_int64)),
+                ("strides", ctypes.POINTER(ctypes.c_int64)), ("byte_offset", ctypes.c_uint64)]
+
+
+_FROM_OBJECT = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.py_object, ctypes.POINTER(_DLTensor))
+_WORK_STREAM = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int32, ctypes.c_int32,
+                                ctypes.POINTER(ctypes.c_void_p))
+
+
+class _ExchangeHeader(ctypes.Structure):
+    _fields_ = [("major", ctypes.c_uint32), ("minor", ctypes.c_uint32),
+                ("prev_api", ctypes.c_void_p)]
+
+
+class _ExchangeApi(ctypes.Structure):
+    _fields_ = [("header", _ExchangeHeader), ("managed_tensor_allocator", ctypes.c_void_p),
+                ("managed_tensor_from_py_object_no_sync", ctypes.c_void_p),
+                ("managed_tensor_to_py_object_no_sync", ctypes.c_void_p),
+                ("dltensor_from_py_object_no_sync", _FROM_OBJECT),
+                ("current_work_stream", _WORK_STREAM)]
+
+
+# (dtype name -> DLPack code, bits)
+_DL_DTYPES = {"int32": (0, 32), "uint8": (1, 8), "complex64": (5, 64)}
+
+
+class _Exchange:
+    """Counts what the compiled path asks of the table."""
+    tensors = 0
+    streams = 0
+
+
+@_FROM_OBJECT
+def _exchange_tensor(obj, out):
+    _Exchange.tensors += 1
+    if obj.exchange_fails:
+        return -1  # (a producer refusing: no exception to carry through ctypes)
+    code, bits = _DL_DTYPES[obj.dtype.name]
+    t = out[0]
+    t.data = obj._pointer
+    t.device_type, t.device_id = 2, obj._device
+    t.ndim, t.code, t.bits, t.lanes = 1, code, bits, 1
+    obj._dl_shape = (ctypes.c_int64 * 1)(obj._count)
+    obj._dl_strides = (ctypes.c_int64 * 1)(1 if obj._contiguous else 2)
+    t.shape = obj._dl_shape
+    t.strides = obj._dl_strides
+    t.byte_offset = 0
+    return 0
+
+
+@_WORK_STREAM
+def _exchange_stream(device_type, device_id, out):
+    _Exchange.streams += 1
+    out[0] = _FakeTorchC.current or None
+    return 0
+
+
+def _exchange_capsule(major=1):
+    api = _ExchangeApi()
+    api.header.major, api.header.minor = major, 2
+    api.dltensor_from_py_object_no_sync = _exchange_tensor
+    api.current_work_stream = _exchange_stream
+    new = ctypes.pythonapi.PyCapsule_New
+    new.restype = ctypes.py_object
+    new.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+    capsule = new(ctypes.addressof(api), _CAPSULE_NAME, None)
+    _keep.append(api)  # the capsule points into it
+    return capsule
+
+
+_CAPSULE_NAME = b"dlpack_exchange_api"  # the capsule keeps this pointer
+_keep = []
+
+
+class FakeExchangeTensor(FakeCaiTensor):
+    """A tensor whose type carries the exchange API, as torch.Tensor does
+    from PyTorch 2.10 (its generic path: the CUDA array interface)."""
+
+    __dlpack_c_exchange_api__ = _exchange_capsule()
+
+    def __init__(self, buf, count=None, dtype="int32", neg=False, exchange_fails=False,
+                 **kwargs):
+        super().__init__(buf, count, dtype, **kwargs)
+        self._neg = neg
+        self.exchange_fails = exchange_fails
+
+    def is_neg(self):
+        return self._neg
+
+
 class FakeCupyArray:
     """What a dispatch reads of a cupy.ndarray."""
+
+    _c_contiguous = True  # (a descriptor on the real type)
 
     def __init__(self, buf, contiguous=True, device=None):
         self._buf = buf
@@ -120,6 +221,7 @@ class FakeCupyArray:
                                           if device is None else device)
         self.nbytes = buf.nbytes
         self.flags = types.SimpleNamespace(c_contiguous=contiguous)
+        self._c_contiguous = contiguous
         self.dtype = types.SimpleNamespace(kind="u")
 
     def __dlpack_device__(self):
@@ -130,9 +232,22 @@ class FakeCupyArray:
 
 
 _FakeCupyStream = types.SimpleNamespace(ptr=0)
+
+
+class _FakeCupyRuntime:
+    device_reads = 0
+
+    @classmethod
+    def getDevice(cls):
+        cls.device_reads += 1
+        return 0
+
+
 FAKE_CUPY = types.SimpleNamespace(cuda=types.SimpleNamespace(
-    get_current_stream=lambda: _FakeCupyStream,
-    runtime=types.SimpleNamespace(getDevice=lambda: 0)))
+    get_current_stream=lambda: _FakeCupyStream, runtime=_FakeCupyRuntime),
+    ndarray=FakeCupyArray)
+FAKE_TORCH_EXCHANGE = types.SimpleNamespace(**{**vars(FAKE_TORCH), "Tensor": FakeExchangeTensor})
+_STAND_INS = (FakeTensor, FakeCaiTensor, FakeExchangeTensor, FakeCupyArray)
 
 
 
@@ -141,13 +256,13 @@ FAKE_CUPY = types.SimpleNamespace(cuda=types.SimpleNamespace(
 def generic_only():
     """The stand-ins unregistered: what every call did before the cache."""
     saved = dict(_interop._readers)
-    for t in (FakeTensor, FakeCaiTensor, FakeCupyArray):
+    for t in _STAND_INS:
         _interop._readers.pop(t, None)
         _interop._plain_types[t] = True
     try:
         yield
     finally:
-        for t in (FakeTensor, FakeCaiTensor, FakeCupyArray):
+        for t in _STAND_INS:
             _interop._plain_types.pop(t, None)
         _interop._readers.update(saved)
 
@@ -174,10 +289,11 @@ class KnownArrayTest(unittest.TestCase):
         _interop._readers[FakeTensor] = torch_reader
         _interop._readers[FakeCaiTensor] = torch_reader
         _interop._readers[FakeCupyArray] = _interop._cupy_reader(FAKE_CUPY)
+        _interop._readers[FakeExchangeTensor] = _interop._torch_reader(FAKE_TORCH_EXCHANGE)
 
     @classmethod
     def tearDownClass(cls):
-        for t in (FakeTensor, FakeCaiTensor, FakeCupyArray):
+        for t in _STAND_INS:
             _interop._readers.pop(t, None)
 
     def setUp(self):
@@ -519,6 +635,122 @@ class KnownArrayTest(unittest.TestCase):
         self.ctx.trim()
         self.assertEqual(self.live(), live)
         self.assertEqual(self.ctx._wraps, {})
+
+    def test_the_exchange_api_reads_tensors_in_c(self):
+        """A tensor type with the DLPack C exchange API (PyTorch 2.10+) is
+        read through it by the compiled call once its wraps are cached: one C
+        call a tensor and one for the stream, no Python read; the same wraps,
+        sums and waits as the Python reader gives."""
+        n = self.n
+        da, db, dout = (self.ctx.alloc(4 * n) for _ in range(3))
+        ta, tb, tout = (FakeExchangeTensor(buf) for buf in (da, db, dout))
+        for label, path in self.paths():
+            for current in (0, vc.STREAM_PER_THREAD):
+                with self.subTest(label, current=current), path():
+                    _FakeTorchC.current = current
+                    self.ctx.trim()
+                    live = self.live()
+                    for call in range(4):
+                        a, b = random_u32(n, self.rng), random_u32(n, self.rng)
+                        da.upload(a)
+                        db.upload(b)
+                        dout.upload(bytes(4 * n))
+                        del self.waits[:]
+                        tensors, streams, reads = _Exchange.tensors, _Exchange.streams, ta.reads
+                        outs = self.add.dispatch([ta, tb, tout], params=[n])
+                        self.assertEqual(list(outs), [None, None, None])
+                        check_sum(self, a, b, dout.download(), f"{label} call {call}")
+                        self.assertEqual(self.waits, [[vc.STREAM_LEGACY]] if current == 0 else
+                                         [[vc.STREAM_PER_THREAD, vc.STREAM_LEGACY]])
+                        self.assertEqual(self.live(), live + 3, "one wrap per tensor, kept")
+                        if label == "ctypes":
+                            self.assertEqual(_Exchange.tensors, tensors)
+                        elif call > 0:  # (the first call caches the wraps in Python)
+                            self.assertEqual(_Exchange.tensors - tensors, 3)
+                            self.assertEqual(_Exchange.streams - streams, 1, "once a call")
+                            self.assertEqual(ta.reads, reads, "no Python read")
+        # The async path resolves through the same reads.
+        a, b = random_u32(n, self.rng), random_u32(n, self.rng)
+        da.upload(a)
+        db.upload(b)
+        dout.upload(bytes(4 * n))
+        pending = self.add.dispatch_async([ta, tb, tout], params=[n])
+        pending.wait()
+        pending.close()
+        check_sum(self, a, b, dout.download(), "async")
+
+    def test_the_exchange_api_declines_what_the_reader_declines(self):
+        """What the Python reader declines, the exchange read declines too
+        (no wrap cached): the generic path binds it or raises its error, the
+        same on every path. A table that refuses a tensor leaves it to the
+        Python reader."""
+        n = 16
+        buf = self.ctx.alloc(4 * n)
+        cases = {
+            "requires grad": dict(requires_grad=True),
+            "negative view": dict(neg=True),
+            "complex": dict(count=n // 2, dtype="complex64"),
+            "non-contiguous": dict(count=n // 2, contiguous=False),
+            "another device": dict(device=self.ctx.device + 1),
+            "empty": dict(count=0),
+            "the producer refuses": dict(exchange_fails=True),
+        }
+        for label, kwargs in cases.items():
+            def call(kwargs=kwargs):
+                return self.inc.dispatch([FakeExchangeTensor(buf, **kwargs)], params=[n])
+            with self.subTest(label):
+                self.ctx.trim()
+                with generic_only():
+                    want = outcome(call)
+                for path_label, path in self.paths():
+                    with path():
+                        tensors = _Exchange.tensors
+                        self.assertEqual(outcome(call), want, f"{label} ({path_label})")
+                        if path_label == "compiled" and label != "empty":
+                            self.assertGreater(_Exchange.tensors, tensors, "asked")
+                    # (A table refusing leaves the tensor to the Python
+                    # reader, which binds it.)
+                    self.assertEqual(len(self.ctx._wraps), label == "the producer refuses",
+                                     f"{label}: declined")
+        # A table of another major version is not read: the Python reader is.
+        other = types.SimpleNamespace(**{**vars(FAKE_TORCH_EXCHANGE), "Tensor": type(
+            "T2", (FakeExchangeTensor,), {"__dlpack_c_exchange_api__": _exchange_capsule(2)})})
+        reader = _interop._torch_reader(other)
+        _interop._readers[other.Tensor] = reader
+        self.addCleanup(_interop._readers.pop, other.Tensor, None)
+        a = random_u32(n, self.rng)
+        buf.upload(a)
+        t = other.Tensor(buf)
+        for _ in range(3):
+            self.inc.dispatch([t], params=[n])
+        tensors, reads = _Exchange.tensors, t.reads
+        self.inc.dispatch([t], params=[n])
+        self.assertEqual(_Exchange.tensors, tensors)
+        self.assertEqual(t.reads - reads, 1)
+        self.assertEqual(list(array.array("I", bytes(buf.download()))),
+                         [(x + 4) & 0xFFFFFFFF for x in a])
+
+    def test_cupy_arrays_read_in_c(self):
+        """The compiled call reads CuPy arrays itself, asking for the current
+        device once a call (the Python reader asks once an array)."""
+        n = self.n
+        da, db, dout = (self.ctx.alloc(4 * n) for _ in range(3))
+        arrays = [FakeCupyArray(buf) for buf in (da, db, dout)]
+        for label, path in self.paths():
+            with self.subTest(label), path():
+                self.add.dispatch(arrays, params=[n])  # the wraps cached
+                for call in range(3):
+                    a, b = random_u32(n, self.rng), random_u32(n, self.rng)
+                    da.upload(a)
+                    db.upload(b)
+                    dout.upload(bytes(4 * n))
+                    del self.waits[:]
+                    reads = _FakeCupyRuntime.device_reads
+                    self.add.dispatch(arrays, params=[n])
+                    check_sum(self, a, b, dout.download(), f"{label} call {call}")
+                    self.assertEqual(self.waits, [[vc.STREAM_LEGACY]])
+                    self.assertEqual(_FakeCupyRuntime.device_reads - reads,
+                                     1 if label == "compiled" else 3)
 
     def test_the_compiled_stream_calls(self):
         fast = _loader._fast
