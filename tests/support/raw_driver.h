@@ -30,6 +30,9 @@ namespace vyre_test {
   X(cuStreamCreate)                   \
   X(cuStreamDestroy)                  \
   X(cuStreamSynchronize)              \
+  X(cuStreamBeginCapture)             \
+  X(cuStreamEndCapture)               \
+  X(cuGraphDestroy)                   \
   X(cuModuleLoadDataEx)               \
   X(cuModuleUnload)                   \
   X(cuModuleGetFunction)              \

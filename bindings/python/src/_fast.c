@@ -83,6 +83,10 @@ static PyObject* s_wraps;
 static PyObject* s_stream;
 static PyObject* s_context;
 static PyObject* s_wait_streams;
+static PyObject* s_data;
+static PyObject* s_device_id;
+static PyObject* s_ptr;
+static PyObject* s_c_read;
 
 enum { OK = 0, FALLBACK = 1, ERR = -1 };
 
@@ -498,7 +502,7 @@ static const reader_spec* spec_of(PyObject* reader) {
     if (reader_specs[i].reader == reader) return &reader_specs[i];
   if (reader_spec_count == MAX_READER_SPECS) return &python_reader;
   reader_spec s = python_reader;
-  PyObject* spec = PyObject_GetAttrString(reader, "_c_read");
+  PyObject* spec = PyObject_GetAttr(reader, s_c_read);
   if (spec == NULL) PyErr_Clear();
   if (spec != NULL && PyTuple_CheckExact(spec) && PyTuple_GET_SIZE(spec) == 4 &&
       PyUnicode_Check(PyTuple_GET_ITEM(spec, 0))) {
@@ -554,7 +558,9 @@ static int declined_on_error(void) { return clear_exception() ? DECLINED : ERR; 
 static int any_true(PyObject* obj, PyObject* attrs, int call) {
   for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(attrs); i++) {
     PyObject* name = PyTuple_GET_ITEM(attrs, i);
-    PyObject* v = call ? PyObject_CallMethodObjArgs(obj, name, NULL) : PyObject_GetAttr(obj, name);
+    PyObject* v = call ? PyObject_VectorcallMethod(name, &obj, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET,
+                                                   NULL)
+                       : PyObject_GetAttr(obj, name);
     int truth = v == NULL ? -1 : PyObject_IsTrue(v);
     Py_XDECREF(v);
     if (truth < 0) return declined_on_error();
@@ -601,9 +607,9 @@ static int read_exchange(const reader_spec* s, PyObject* e, const read_state* rs
   return refused; /* 0 (OK), DECLINED or ERR */
 }
 
-/* An int attribute as a long long (FALLBACK when it is not one). */
-static int attr_ll(PyObject* o, const char* name, long long* out) {
-  PyObject* v = PyObject_GetAttrString(o, name);
+/* An int attribute as a long long (DECLINED when it is not one). */
+static int attr_ll(PyObject* o, PyObject* name, long long* out) {
+  PyObject* v = PyObject_GetAttr(o, name);
   if (v == NULL) return declined_on_error();
   int st = OK;
   if (!PyLong_Check(v)) {
@@ -622,10 +628,10 @@ static int attr_ll(PyObject* o, const char* name, long long* out) {
 static int read_cupy(const reader_spec* s, PyObject* e, read_state* rs, uint64_t* pointer,
                      uint64_t* nbytes) {
   long long ptr, device, size;
-  PyObject* memory = PyObject_GetAttrString(e, "data");
+  PyObject* memory = PyObject_GetAttr(e, s_data);
   if (memory == NULL) return declined_on_error();
-  int st = attr_ll(memory, "device_id", &device);
-  if (st == OK) st = attr_ll(memory, "ptr", &ptr);
+  int st = attr_ll(memory, s_device_id, &device);
+  if (st == OK) st = attr_ll(memory, s_ptr, &ptr);
   Py_DECREF(memory);
   if (st != OK) return st;
   if (device != rs->device_id) return DECLINED;
@@ -634,7 +640,7 @@ static int read_cupy(const reader_spec* s, PyObject* e, read_state* rs, uint64_t
   Py_XDECREF(c);
   if (contiguous < 0) return declined_on_error();
   if (!contiguous) return DECLINED;
-  if ((st = attr_ll(e, "nbytes", &size)) != OK) return st;
+  if ((st = attr_ll(e, s_nbytes, &size)) != OK) return st;
   if (size <= 0) return DECLINED;
   if (rs->cupy_current == 0) {
     PyObject* current = PyObject_CallNoArgs(s->get_device);
@@ -697,7 +703,7 @@ static PyObject* reader_stream(const reader_spec* s, PyObject* reader, const rea
   if (s->kind == READ_CUPY) {
     PyObject* stream = PyObject_CallNoArgs(s->get_stream);
     if (stream == NULL) return NULL;
-    PyObject* ptr = PyObject_GetAttrString(stream, "ptr");
+    PyObject* ptr = PyObject_GetAttr(stream, s_ptr);
     Py_DECREF(stream);
     return ptr;
   }
@@ -1712,5 +1718,9 @@ PyMODINIT_FUNC PyInit__fast(void) {
   INTERN(s_stream, "stream");
   INTERN(s_context, "_context");
   INTERN(s_wait_streams, "_wait_streams");
+  INTERN(s_data, "data");
+  INTERN(s_device_id, "device_id");
+  INTERN(s_ptr, "ptr");
+  INTERN(s_c_read, "_c_read");
   return PyModule_Create(&module);
 }

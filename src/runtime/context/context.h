@@ -116,9 +116,11 @@ class Context {
 
   // One event for WaitForStream and SignalStream, created on first use and
   // reused (released by Trim): recording and waiting happen under the mutex,
-  // so a wait always sees its own record.
+  // so a wait always sees its own record. With unless_idle (WaitForStream:
+  // the caller's stream first), nothing is recorded when `first` has
+  // finished all its work.
   absl::Status OrderStreams(CUstream first, CUstream then, const char* what,
-                            const char* first_name);
+                            const char* first_name, bool unless_idle);
   std::mutex interop_mu_;
   driver::EventGuard interop_event_;  // guarded by interop_mu_
 
