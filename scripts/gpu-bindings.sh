@@ -283,7 +283,7 @@ if [ "$bench" = 1 ]; then
   py_warmup=$((warmup / 4 > 100 ? warmup / 4 : 100))
   it_r=$(per_round "$iterations" 100) wu_r=$(per_round "$warmup" 10)
   py_it_r=$(per_round "$py_iterations" 100) py_wu_r=$(per_round "$py_warmup" 10)
-  note "== overhead benchmark: $rounds interleaved rounds of C, Rust, Go, Python; per round $it_r calls per case after $wu_r warm-up calls ($py_it_r after $py_wu_r in Python); then CuPy/PyTorch once ($py_iterations after $py_warmup)"
+  note "== overhead benchmark: $rounds interleaved rounds of C, Rust, Go, Python; per round $it_r calls per case after $wu_r warm-up calls ($py_it_r after $py_wu_r in Python, CuPy/PyTorch rows in a process of their own)"
   work="$logs/bench"
   mkdir -p "$work"
   results="$work/results.jsonl"
@@ -339,12 +339,14 @@ if [ "$bench" = 1 ]; then
     step "bench-python-r$round" . "${python_cmd[@]}" bindings/python/bench_overhead.py \
       --rows vyre --iterations "$py_it_r" --warmup "$py_wu_r" "${c_timer[@]}" \
       --json "$work/python-r$round.json"
+    # CuPy, PyTorch and vyre over torch tensors and CuPy arrays, a process a
+    # round too: their own add+synchronize moved from 11 to 20 us from one
+    # process to the next on an H200, so one run says little (they skip on
+    # the fake driver).
+    step "bench-python-libs-r$round" . "${python_cmd[@]}" bindings/python/bench_overhead.py \
+      --rows libs --iterations "$py_it_r" --warmup "$py_wu_r" "${c_timer[@]}" \
+      --json "$work/python-libs-r$round.json"
   done
-  # CuPy, PyTorch and vyre over torch tensors and CuPy arrays: one run
-  # after the rounds (they skip on the fake driver).
-  step bench-python-libs . "${python_cmd[@]}" bindings/python/bench_overhead.py --rows libs \
-    --iterations "$py_iterations" --warmup "$py_warmup" "${c_timer[@]}" \
-    --json "$work/python-libs.json"
   python3 - "$work" "$out/binding-overhead.md" "$gpu" "$mode" "$rounds" "$it_r" "$wu_r" \
       "$py_it_r" "$py_wu_r" "$py_iterations" "$py_warmup" <<'EOF' 2>&1 | tee -a "$summary"
 import glob, json, os, re, statistics, sys
@@ -383,15 +385,13 @@ def python_results(path):
                     same.setdefault(key, []).append((r["delta_same_process_us"],
                                                      r["c_same_process_median_us"]))
                 yield key, r["median_us"]
-for path in glob.glob(os.path.join(work, "python-r*.json")):
-    round_ = int(re.search(r"python-r(\d+)\.json$", path).group(1))
+skipped = []
+for path in sorted(glob.glob(os.path.join(work, "python-*r*.json"))):
+    round_ = int(re.search(r"-r(\d+)\.json$", path).group(1))
     for key, v in python_results(path):
         runs.setdefault(key, {})[round_] = v
-skipped = []
-libs = os.path.join(work, "python-libs.json")
-if os.path.exists(libs):
-    single.update(python_results(libs))
-    skipped = json.load(open(libs)).get("skipped", [])
+    if "python-libs-" in path:
+        skipped = json.load(open(path)).get("skipped", [])
 rows = sorted({row for row, _ in list(runs) + list(single)})
 order = ["C", "Rust", "Go", "Python (vyre_cuda)", "Python (vyre_cuda over torch tensors)",
          "Python (vyre_cuda over cupy arrays)", "CuPy", "PyTorch"]
@@ -427,9 +427,8 @@ lines = [f"GPU: {gpu or device or 'unknown'} (vyre device name: {device or 'unkn
          "the median of a language's per-round medians; delta = the median over the rounds of "
          "(its median minus C's median in the same round), so a run that lands in the other mode "
          "of the bimodal host path than its C partner moves one round, not the result. "
-         f"CuPy, PyTorch and vyre over torch tensors and CuPy arrays: one run after the "
-         f"rounds ({py_it} calls "
-         f"after {py_wu}; importing them takes seconds a process), delta against C's median.",
+         "CuPy, PyTorch and vyre over torch tensors and CuPy arrays: their own process in "
+         "each round (as the Python rows), delta against C's run of the same round.",
          "",
          "| language / library | resident 4 KiB median (us) | host 4 KiB median (us) | "
          "delta resident over C (us) | delta host over C (us) | runs |",
