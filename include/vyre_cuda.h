@@ -629,9 +629,7 @@ VYRE_API vyre_status vyre_buffer_wrap(vyre_context context, const vyre_buffer_wr
  *  enqueued on `cu_stream` (a CUstream of the same device; 1 =
  *  CU_STREAM_LEGACY and 2 = CU_STREAM_PER_THREAD accepted, 0 is refused with
  *  INVALID_ARGUMENT). Neither side blocks the host: the library records an
- *  event on `cu_stream` and makes its own stream wait for it, or does
- *  nothing when `cu_stream` has finished all its work (a query says so; a
- *  stream being captured is never queried). */
+ *  event on `cu_stream` and makes its own stream wait for it. */
 VYRE_API vyre_status vyre_context_wait_stream(vyre_context context, uint64_t cu_stream);
 
 /** Work enqueued on `cu_stream` after this call starts after the work the
@@ -1002,8 +1000,7 @@ VYRE_API vyre_status vyre_graph_replay_async(vyre_graph graph,
  *  device, 1 (CU_STREAM_LEGACY) or 2 (CU_STREAM_PER_THREAD); 0 is refused
  *  with INVALID_ARGUMENT (see vyre_context_wait_stream). Nothing blocks the
  *  host: the graph runs on the context's stream, joined to `cu_stream` by an
- *  event each way (none before the graph when `cu_stream` has finished all
- *  its work, as in vyre_context_wait_stream). A graph with HOST bindings writes its host outputs at
+ *  event each way. A graph with HOST bindings writes its host outputs at
  *  vyre_pending_wait, as for vyre_graph_replay_async; its device work is
  *  ordered on the stream all the same. */
 VYRE_API vyre_status vyre_graph_launch(vyre_graph graph, const vyre_graph_replay_desc* desc,

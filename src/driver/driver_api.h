@@ -62,7 +62,6 @@ constexpr int kPinnedDriverVersion = 12000;
   X(cuStreamDestroy)                           \
   X(cuStreamSynchronize)                       \
   X(cuStreamQuery)                             \
-  X(cuStreamIsCapturing)                       \
   X(cuEventCreate)                             \
   X(cuEventDestroy)                            \
   X(cuEventRecord)                             \

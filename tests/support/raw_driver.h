@@ -30,9 +30,6 @@ namespace vyre_test {
   X(cuStreamCreate)                   \
   X(cuStreamDestroy)                  \
   X(cuStreamSynchronize)              \
-  X(cuStreamBeginCapture)             \
-  X(cuStreamEndCapture)               \
-  X(cuGraphDestroy)                   \
   X(cuModuleLoadDataEx)               \
   X(cuModuleUnload)                   \
   X(cuModuleGetFunction)              \

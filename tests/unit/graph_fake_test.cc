@@ -1722,10 +1722,7 @@ TEST_F(GraphResultsTest, LaunchOnACallersStreamIsOrderedBothWays) {
     vyre_pending pending{0};
     const ReplaySpec spec = second.Rebind();
     vyre_graph_replay_desc desc = spec.Desc();
-    {
-      ScopedHold busy;  // (an idle stream would need no event)
-      ASSERT_VYRE_OK(vyre_graph_launch(graph, &desc, stream, &pending));
-    }
+    ASSERT_VYRE_OK(vyre_graph_launch(graph, &desc, stream, &pending));
     const fake_cuda_stats after = FakeCuda::Stats();
     EXPECT_EQ(after.stream_waits - before.stream_waits, 2u)
         << "the context waits on the caller's stream and the stream on the context";

@@ -473,14 +473,12 @@ TEST_F(InteropTest, StreamZeroIsRefusedWithTheConvention) {
 // wait: an event recorded on cu_stream, waited for by the context's stream;
 // signal: the other way round. The legacy (1) and per-thread (2) default
 // streams are accepted. One event serves every call: none is created after
-// the first (until a trim releases it). (The fake's hold keeps every stream
-// busy: an idle stream needs no event, below.)
+// the first (until a trim releases it).
 TEST_F(InteropTest, WaitAndSignalJoinTheStreams) {
   RawPrimaryContext raw;
   ASSERT_TRUE(raw.ok()) << raw.error();
   RawStream stream(raw);
   ASSERT_TRUE(stream.ok());
-  ScopedHold busy;
   const fake_cuda_stats s0 = FakeCuda::Stats();
   ASSERT_VYRE_OK(vyre_context_wait_stream(context_, stream.bits()));
   const fake_cuda_stats s1 = FakeCuda::Stats();
@@ -519,55 +517,6 @@ TEST_F(InteropTest, WaitAndSignalJoinTheStreams) {
   EXPECT_EQ(FakeCuda::Stats().events_live, s0.events_live) << "trim releases the event";
   ASSERT_VYRE_OK(vyre_context_signal_stream(context_, stream.bits()));
   EXPECT_EQ(FakeCuda::Stats().events_live, s0.events_live + 1);
-}
-
-// A stream that has finished all its work needs nothing to wait for: no
-// event is recorded and no stream waits, for a created stream and the
-// default ones; the same stream busy again is waited for. (Signal always
-// orders: the context's own stream is busy after any enqueue.)
-TEST_F(InteropTest, AnIdleStreamIsNotWaitedFor) {
-  RawPrimaryContext raw;
-  ASSERT_TRUE(raw.ok()) << raw.error();
-  RawStream stream(raw);
-  ASSERT_TRUE(stream.ok());
-  const fake_cuda_stats s0 = FakeCuda::Stats();
-  for (uint64_t s : {stream.bits(), uint64_t{1}, uint64_t{2}}) {
-    ASSERT_VYRE_OK(vyre_context_wait_stream(context_, s));
-  }
-  const fake_cuda_stats s1 = FakeCuda::Stats();
-  EXPECT_EQ(s1.stream_waits, s0.stream_waits);
-  EXPECT_EQ(s1.events_live, s0.events_live) << "no event made for idle streams";
-  {
-    ScopedHold busy;
-    ASSERT_VYRE_OK(vyre_context_wait_stream(context_, stream.bits()));
-  }
-  const fake_cuda_stats s2 = FakeCuda::Stats();
-  EXPECT_EQ(s2.stream_waits, s1.stream_waits + 1);
-  EXPECT_EQ(s2.last_wait_event_stream, stream.bits());
-}
-
-// A stream being captured is never asked whether it is idle (a query would
-// end the capture): it is ordered with the event, as the capture allows, and
-// its capture still ends with a graph. So is the legacy stream while a
-// blocking stream captures: the driver refuses to say, and the event record
-// then reports the conflict.
-TEST_F(InteropTest, ACapturingStreamIsNotQueried) {
-  RawPrimaryContext raw;
-  ASSERT_TRUE(raw.ok()) << raw.error();
-  RawStream stream(raw);
-  ASSERT_TRUE(stream.ok());
-  ASSERT_EQ(raw.api().cuStreamBeginCapture(stream.get(), CU_STREAM_CAPTURE_MODE_RELAXED),
-            CUDA_SUCCESS);
-  const fake_cuda_stats s0 = FakeCuda::Stats();
-  ASSERT_VYRE_OK(vyre_context_wait_stream(context_, stream.bits()));
-  const fake_cuda_stats s1 = FakeCuda::Stats();
-  EXPECT_EQ(s1.stream_waits, s0.stream_waits + 1) << "ordered with the event";
-  EXPECT_EQ(s1.misuse_errors, s0.misuse_errors);
-  CUgraph graph = nullptr;
-  ASSERT_EQ(raw.api().cuStreamEndCapture(stream.get(), &graph), CUDA_SUCCESS)
-      << "the capture was not ended by a query";
-  ASSERT_NE(graph, nullptr);
-  EXPECT_EQ(raw.api().cuGraphDestroy(graph), CUDA_SUCCESS);
 }
 
 // Work on the caller's stream, then the library's, then the caller's again,

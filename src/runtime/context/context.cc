@@ -204,9 +204,14 @@ void Context::RetireCaptureStream() {
 }
 
 absl::Status Context::OrderStreams(CUstream first, CUstream then, const char* what,
-                                   const char* first_name, bool unless_idle) {
+                                   const char* first_name) {
   driver::ScopedContext bind(cu());
   VYRE_RETURN_IF_ERROR(bind.status(what));
+  std::lock_guard lock(interop_mu_);
+  if (!interop_event_) {
+    VYRE_CU(absl::StrCat(what, ": creating the context's stream-ordering event"), cuEventCreate,
+            interop_event_.out(), CU_EVENT_DISABLE_TIMING);
+  }
   // A stream handle the driver refuses is the caller's cu_stream: its Fix
   // says what to pass.
   auto fix_for = [&](CUstream s, CUresult r) -> absl::string_view {
@@ -217,36 +222,6 @@ absl::Status Context::OrderStreams(CUstream first, CUstream then, const char* wh
            "CUDA runtime's, which CuPy, PyTorch and Numba use), or 1 for the legacy default "
            "stream";
   };
-  if (unless_idle) {
-    // A stream that has finished everything enqueued on it so far needs no
-    // ordering. A query costs less than an event record and a wait, and
-    // spares the device a cross-stream dependency before the next kernel:
-    // on an H200 a dispatch over three PyTorch tensors from Python paid
-    // 0.6 us of host time for the record and wait every call, the
-    // producer's stream idle. A stream being captured is not queried (the
-    // query would end its capture): it is ordered with the event, as a
-    // capture allows.
-    CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
-    CUresult r = driver::Api().cuStreamIsCapturing(first, &capture);
-    if (r != CUDA_SUCCESS) {
-      return driver::CuError(r, absl::StrCat(what, ": asking whether ", first_name,
-                                             " is being captured"),
-                             "cuStreamIsCapturing", fix_for(first, r));
-    }
-    if (capture == CU_STREAM_CAPTURE_STATUS_NONE) {
-      r = driver::Api().cuStreamQuery(first);
-      if (r == CUDA_SUCCESS) return absl::OkStatus();
-      if (r != CUDA_ERROR_NOT_READY) {
-        return driver::CuError(r, absl::StrCat(what, ": asking whether ", first_name, " is idle"),
-                               "cuStreamQuery", fix_for(first, r));
-      }
-    }
-  }
-  std::lock_guard lock(interop_mu_);
-  if (!interop_event_) {
-    VYRE_CU(absl::StrCat(what, ": creating the context's stream-ordering event"), cuEventCreate,
-            interop_event_.out(), CU_EVENT_DISABLE_TIMING);
-  }
   CUresult r = driver::Api().cuEventRecord(interop_event_.get(), first);
   if (r != CUDA_SUCCESS) {
     return driver::CuError(r, absl::StrCat(what, ": recording an event on ", first_name),
@@ -264,11 +239,11 @@ absl::Status Context::OrderStreams(CUstream first, CUstream then, const char* wh
 }
 
 absl::Status Context::WaitForStream(CUstream other, const char* what) {
-  return OrderStreams(other, stream(), what, "cu_stream", /*unless_idle=*/true);
+  return OrderStreams(other, stream(), what, "cu_stream");
 }
 
 absl::Status Context::SignalStream(CUstream other, const char* what) {
-  return OrderStreams(stream(), other, what, "the context's stream", /*unless_idle=*/false);
+  return OrderStreams(stream(), other, what, "the context's stream");
 }
 
 void Context::Trim() {

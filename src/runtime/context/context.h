@@ -116,11 +116,9 @@ class Context {
 
   // One event for WaitForStream and SignalStream, created on first use and
   // reused (released by Trim): recording and waiting happen under the mutex,
-  // so a wait always sees its own record. With unless_idle (WaitForStream:
-  // the caller's stream first), nothing is recorded when `first` has
-  // finished all its work.
+  // so a wait always sees its own record.
   absl::Status OrderStreams(CUstream first, CUstream then, const char* what,
-                            const char* first_name, bool unless_idle);
+                            const char* first_name);
   std::mutex interop_mu_;
   driver::EventGuard interop_event_;  // guarded by interop_mu_
 

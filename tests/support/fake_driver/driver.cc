@@ -121,7 +121,6 @@ const ProcEntry kProcs[] = {
     FAKE_PROC(cuStreamDestroy),
     FAKE_PROC(cuStreamSynchronize),
     FAKE_PROC(cuStreamQuery),
-    FAKE_PROC(cuStreamIsCapturing),
     FAKE_PROC(cuEventCreate),
     FAKE_PROC(cuEventDestroy),
     FAKE_PROC(cuEventRecord),

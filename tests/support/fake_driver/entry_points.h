@@ -88,7 +88,6 @@ CUresult fake_cuStreamCreate(CUstream* stream, unsigned int flags);
 CUresult fake_cuStreamDestroy(CUstream stream);
 CUresult fake_cuStreamSynchronize(CUstream stream);
 CUresult fake_cuStreamQuery(CUstream stream);
-CUresult fake_cuStreamIsCapturing(CUstream stream, CUstreamCaptureStatus* status);
 CUresult fake_cuEventCreate(CUevent* event, unsigned int flags);
 CUresult fake_cuEventDestroy(CUevent event);
 CUresult fake_cuEventRecord(CUevent event, CUstream stream);

@@ -64,28 +64,6 @@ CUresult fake_cuStreamQuery(CUstream stream) {
   return CUDA_SUCCESS;
 }
 
-// ACTIVE or INVALIDATED for a capturing stream, NONE otherwise; asked of
-// the legacy stream while a blocking stream captures, the real driver's
-// CUDA_ERROR_STREAM_CAPTURE_IMPLICIT (a plain answer: the capture stays).
-CUresult fake_cuStreamIsCapturing(CUstream stream, CUstreamCaptureStatus* status) {
-  Lock lock(S().mu);
-  if (CUresult r = RequireContext("cuStreamIsCapturing")) return r;
-  if (CUresult r = CheckStream(stream, "cuStreamIsCapturing")) return r;
-  if (status == nullptr) return Misuse(CUDA_ERROR_INVALID_VALUE, "cuStreamIsCapturing: NULL");
-  if (IsLegacyStream(stream)) {
-    for (FakeStream* s : S().streams) {
-      if (s->capture && (s->flags & CU_STREAM_NON_BLOCKING) == 0) {
-        return CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
-      }
-    }
-  }
-  FakeStream* s = FindStream(stream);
-  *status = s == nullptr || !s->capture ? CU_STREAM_CAPTURE_STATUS_NONE
-            : s->capture->invalidated  ? CU_STREAM_CAPTURE_STATUS_INVALIDATED
-                                       : CU_STREAM_CAPTURE_STATUS_ACTIVE;
-  return CUDA_SUCCESS;
-}
-
 CUresult fake_cuEventCreate(CUevent* event, unsigned int flags) {
   Lock lock(S().mu);
   if (CUresult r = RequireContext("cuEventCreate")) return r;

@@ -202,7 +202,6 @@ const RTLD_NOW: c_int = 2;
 struct Fake {
     get_stats: unsafe extern "C" fn(*mut c_void),
     inject_fault: unsafe extern "C" fn(c_int),
-    set_hold: unsafe extern "C" fn(c_int),
 }
 
 /// The fake driver the library loaded (dlopen of the same path returns the
@@ -230,9 +229,6 @@ fn fake_driver() -> &'static Fake {
                 inject_fault: std::mem::transmute::<*mut c_void, unsafe extern "C" fn(c_int)>(sym(
                     "fake_cuda_inject_fault",
                 )),
-                set_hold: std::mem::transmute::<*mut c_void, unsafe extern "C" fn(c_int)>(sym(
-                    "fake_cuda_set_hold",
-                )),
             }
         }
     })
@@ -245,25 +241,6 @@ pub fn fake_stats() -> FakeStats {
     unsafe { (fake_driver().get_stats)(raw.as_mut_ptr().cast()) };
     // SAFETY: FakeStats is a prefix of what was written; all fields are Pod.
     unsafe { std::ptr::read(raw.as_ptr().cast::<FakeStats>()) }
-}
-
-/// Keeps every stream of the fake busy (queries answer NOT_READY) while it
-/// lives.
-pub struct FakeHold;
-
-impl FakeHold {
-    pub fn new() -> FakeHold {
-        // SAFETY: the fake's control function.
-        unsafe { (fake_driver().set_hold)(1) };
-        FakeHold
-    }
-}
-
-impl Drop for FakeHold {
-    fn drop(&mut self) {
-        // SAFETY: the fake's control function.
-        unsafe { (fake_driver().set_hold)(0) };
-    }
 }
 
 pub fn inject_fault(cu_result: i32) {
