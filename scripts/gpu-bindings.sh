@@ -25,8 +25,10 @@
 #                 medians and its delta to C taken round by round (against
 #                 the C run of the same round), then the median of those
 #                 deltas, with the per-round numbers below it. CuPy and
-#                 PyTorch (seconds to import) run once, after the rounds,
-#                 with vyre over their arrays. Below the table: graph replay
+#                 PyTorch, with vyre over their arrays, run in a process of
+#                 their own each round. Python rows are also paired with C
+#                 timed in their own process (--c-timer, when the build has
+#                 libvyre_bench_timer.so). Below the table: graph replay
 #                 (C and Python), the natural numpy call (against C host),
 #                 issue 21's targets each MET / NOT MET with its numbers,
 #                 and the compiled fast path against the ctypes path.
@@ -348,13 +350,12 @@ if [ "$bench" = 1 ]; then
       --json "$work/python-libs-r$round.json"
   done
   python3 - "$work" "$out/binding-overhead.md" "$gpu" "$mode" "$rounds" "$it_r" "$wu_r" \
-      "$py_it_r" "$py_wu_r" "$py_iterations" "$py_warmup" <<'EOF' 2>&1 | tee -a "$summary"
+      "$py_it_r" "$py_wu_r" <<'EOF' 2>&1 | tee -a "$summary"
 import glob, json, os, re, statistics, sys
 work, md, gpu, mode = sys.argv[1:5]
-rounds, it_r, wu_r, py_it_r, py_wu_r, py_it, py_wu = map(int, sys.argv[5:])
+rounds, it_r, wu_r, py_it_r, py_wu_r = map(int, sys.argv[5:])
 CASES = ("resident", "host")
 runs = {}    # (row, case) -> {round: median us}, from the interleaved rounds
-single = {}  # (row, case) -> median us, from the one run after the rounds
 device = None
 for line in open(os.path.join(work, "results.jsonl")):
     r = json.loads(line)
@@ -392,25 +393,21 @@ for path in sorted(glob.glob(os.path.join(work, "python-*r*.json"))):
         runs.setdefault(key, {})[round_] = v
     if "python-libs-" in path:
         skipped = json.load(open(path)).get("skipped", [])
-rows = sorted({row for row, _ in list(runs) + list(single)})
+rows = sorted({row for row, _ in runs})
 order = ["C", "Rust", "Go", "Python (vyre_cuda)", "Python (vyre_cuda over torch tensors)",
          "Python (vyre_cuda over cupy arrays)", "CuPy", "PyTorch"]
 rows = [r for r in order if r in rows] + [r for r in rows if r not in order]
 def median(values):
     return statistics.median(values) if values else None
 def cell(row, case, c_case=None):
-    """(median over the rounds or of the one run, delta over C's c_case
-    (default the same case), runs, runs paired with C)."""
+    """(median over the rounds, delta over C's c_case (default the same
+    case), runs, runs paired with C)."""
     c = runs.get(("C", c_case or case), {})
     per_round = runs.get((row, case))
-    if per_round:
-        deltas = [v - c[k] for k, v in per_round.items() if k in c]
-        return median(list(per_round.values())), median(deltas), len(per_round), len(deltas)
-    v = single.get((row, case))
-    if v is None:
+    if not per_round:
         return None, None, 0, 0
-    b = median(list(c.values()))
-    return v, None if b is None else v - b, 1, 0
+    deltas = [v - c[k] for k, v in per_round.items() if k in c]
+    return median(list(per_round.values())), median(deltas), len(per_round), len(deltas)
 def fmt(v, sign=False):
     if v is not None and round(v, 1) == 0:
         v = 0.0  # not "-0.0"
@@ -439,10 +436,8 @@ for row in rows:
     paired = max(cells[case][3] for case in CASES)
     if row == "C":
         runs_note = f"{n} rounds"
-    elif paired:
-        runs_note = f"{n} rounds ({paired} paired with C)"
     else:
-        runs_note = "1 (after the rounds)"
+        runs_note = f"{n} rounds ({paired} paired with C)"
     lines.append(f"| {row} | {fmt(cells['resident'][0])} | {fmt(cells['host'][0])} | "
                  f"{fmt(cells['resident'][1], True)} | {fmt(cells['host'][1], True)} | "
                  f"{runs_note} |")

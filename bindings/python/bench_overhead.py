@@ -78,13 +78,13 @@ class CRow:
     """A row timed in C (libvyre_bench_timer): block(iterations, warmup)
     gives its samples."""
 
-    def __init__(self, timer, kind, fn, handle, desc):
+    def __init__(self, timer, kind, fn, handle, desc, keep=()):
         self._call = getattr(timer, f"vyre_bench_time_{kind}")
         self._call.restype = ctypes.c_int
         self._call.argtypes = [ctypes.c_void_p, ctypes.c_uint64, ctypes.c_void_p, ctypes.c_int,
                                ctypes.POINTER(ctypes.c_double)]
         self._args = (ctypes.cast(fn, ctypes.c_void_p), handle, ctypes.byref(desc))
-        self._desc = desc  # (kept alive with what it points at)
+        self._keep = (desc, keep)  # the descriptor and the arrays it points at
 
     def block(self, iterations, warmup):
         out = (ctypes.c_double * max(iterations, warmup, 1))()
@@ -97,8 +97,8 @@ class CRow:
 
 
 def c_rows(timer_path, prog, graph, resident, host, params):
-    """C resident, host and replay rows over the same program, buffers and
-    host memory as the Python rows, or {} without the timer."""
+    """C resident, host and replay rows (the timer at timer_path) over the
+    same program, buffers and host memory as the Python rows."""
     from vyre_cuda import _cdefs
     timer = ctypes.CDLL(timer_path)
     lib = _loader._lib
@@ -127,16 +127,13 @@ def c_rows(timer_path, prog, graph, resident, host, params):
                            binding_count=len(entries), param_words=words,
                            param_word_count=len(params), fixpoint_iterations=1)
 
-    rows = {"C resident 4 KiB (same process)": CRow(timer, "dispatch", lib.vyre_dispatch,
-                                                    prog._bits, desc_of(resident)),
+    return {"C resident 4 KiB (same process)": CRow(timer, "dispatch", lib.vyre_dispatch,
+                                                    prog._bits, desc_of(resident), keep),
             "C host 4 KiB (same process)": CRow(timer, "dispatch", lib.vyre_dispatch,
-                                                prog._bits, desc_of(host)),
+                                                prog._bits, desc_of(host), keep),
             "C graph replay 4 KiB (same process)": CRow(
                 timer, "replay", lib.vyre_graph_replay, graph._bits,
                 _cdefs._new(_cdefs.GraphReplayDescStruct))}
-    for row in rows.values():
-        row.keep = keep
-    return rows
 
 
 # The C row each Python row is paired with (by label prefix).
@@ -334,10 +331,8 @@ def main():
     medians = {label: [] for label in rows}
     path_medians = {label: {"compiled": [], "ctypes": []} for label in rows}
 
-    def block(label, fn):
-        if isinstance(fn, CRow):
-            return fn.block(per, warm)
-        return timed(fn, per, warm)
+    def block(fn):
+        return fn.block(per, warm) if isinstance(fn, CRow) else timed(fn, per, warm)
 
     for _ in range(rounds):
         for label, fn in rows.items():
@@ -345,7 +340,7 @@ def main():
             if paths == "ctypes" and label.startswith("vyre"):
                 _loader._fast = None
             try:
-                samples = block(label, fn)
+                samples = block(fn)
             finally:
                 _loader._fast = fast
             pooled[label] += samples
@@ -354,7 +349,7 @@ def main():
                 path_medians[label]["compiled"].append(medians[label][-1])
                 _loader._fast = None
                 try:
-                    path_medians[label]["ctypes"].append(statistics.median(block(label, fn)))
+                    path_medians[label]["ctypes"].append(statistics.median(block(fn)))
                 finally:
                     _loader._fast = fast
 

@@ -419,21 +419,6 @@ static int marshal(PyObject* entry, Py_ssize_t i, PyObject* decls, vyre_dispatch
 }
 
 /* ------------------------------------------------------------------------ */
-/* PyTorch tensors / CuPy arrays in a synchronous dispatch                    */
-/* ------------------------------------------------------------------------ */
-
-/* With dispatch's read_known argument True (Program.dispatch without a
- * `stream`): an entry of a type in the readers registered by init_known
- * (_interop._readers: torch.Tensor, cupy.ndarray) is bound through the
- * Context's cached wrap of its memory, read in this call, and the context is
- * made to wait for the arrays' producer streams through the package's
- * _program._wait_streams (looked up at each use) before the dispatch: what
- * _program._resolve_known and a second compiled call did, in one call. Any
- * case it does not settle (a wrap not cached yet, a reader declining, a
- * SHARED binding, a closed context) is FALLBACK before anything happened;
- * the package then resolves in Python as before (a reader only reads, so
- * reading again is harmless). */
-/* ------------------------------------------------------------------------ */
 /* Readers in C                                                              */
 /* ------------------------------------------------------------------------ */
 
@@ -585,16 +570,13 @@ static int read_exchange(const reader_spec* s, PyObject* e, const read_state* rs
     return DECLINED;
   /* Elements, and C-contiguity as PyTorch's is_contiguous() judges it (a
    * dimension of one element may have any stride). */
-  uint64_t count = 1, expected = 1;
+  uint64_t count = 1; /* elements in the dimensions after d: d's C-contiguous stride */
   for (int32_t d = t.ndim - 1; d >= 0; d--) {
     int64_t extent = t.shape[d];
     if (extent < 0) return DECLINED;
-    if (t.strides != NULL && extent != 1 && (uint64_t)t.strides[d] != expected &&
-        extent != 0)
-      return DECLINED;
-    if (extent != 0 && expected > UINT64_MAX / (uint64_t)extent) return DECLINED;
-    expected *= (uint64_t)extent;
-    count = expected;
+    if (t.strides != NULL && extent > 1 && (uint64_t)t.strides[d] != count) return DECLINED;
+    if (extent != 0 && count > UINT64_MAX / (uint64_t)extent) return DECLINED;
+    count *= (uint64_t)extent;
   }
   uint64_t size = t.dtype.bits / 8;
   if (count == 0 || count > UINT64_MAX / size) return DECLINED;
@@ -729,6 +711,21 @@ static int read_state_of(PyObject* device, read_state* rs) {
   return OK;
 }
 
+/* ------------------------------------------------------------------------ */
+/* PyTorch tensors / CuPy arrays in a synchronous dispatch                    */
+/* ------------------------------------------------------------------------ */
+
+/* With dispatch's read_known argument True (Program.dispatch without a
+ * `stream`): an entry of a type in the readers registered by init_known
+ * (_interop._readers: torch.Tensor, cupy.ndarray) is bound through the
+ * Context's cached wrap of its memory, read in this call, and the context is
+ * made to wait for the arrays' producer streams through the package's
+ * _program._wait_streams (looked up at each use) before the dispatch: what
+ * _program._resolve_known and a second compiled call did, in one call. Any
+ * case it does not settle (a wrap not cached yet, a reader declining, a
+ * SHARED binding, a closed context) is FALLBACK before anything happened;
+ * the package then resolves in Python as before (a reader only reads, so
+ * reading again is harmless). */
 static PyObject* o_readers;   /* _interop._readers (init_known) */
 static PyObject* o_program_ns; /* vars(_program), for _wait_streams */
 static PyObject* o_wait_streams; /* _program._wait_streams as init_known found it */

@@ -20,6 +20,8 @@ import weakref
 
 import vyre_cuda as vc
 
+from test_graph_capture import CheckMixin, u32_list
+from test_interop import CaiArray
 from test_vyre_cuda import FAKE_DRIVER, fake_stats, gpu_context, kernel_ptx, seeded_rng
 
 POISON = 0xA5A5A5A5
@@ -33,20 +35,6 @@ COUNTDOWN_BINDINGS = [vc.Binding(vc.Role.INPUT_OUTPUT, name="data"),
                       vc.Binding(vc.Role.INPUT_OUTPUT, name="flag")]
 
 
-class CaiArray:
-    """A foreign device array that speaks only __cuda_array_interface__ (v3)."""
-
-    def __init__(self, pointer, n):
-        self.__cuda_array_interface__ = dict(shape=(n,), typestr="<u4", data=(pointer, False),
-                                             version=3, strides=None, stream=None)
-
-
-def u32_list(data):
-    out = array.array("I")
-    out.frombytes(bytes(data))
-    return list(out)
-
-
 def countdowns(n, top, rng):
     """n random values in [1, top]: each needs that many rounds to reach 0."""
     return array.array("I", (rng.randint(1, top) for _ in range(n)))
@@ -57,7 +45,7 @@ def cpu_countdown(values, iterations):
     return [max(0, v - iterations) for v in values]
 
 
-class GraphLoopTest(unittest.TestCase):
+class GraphLoopTest(CheckMixin, unittest.TestCase):
 
     @classmethod
     def setUpClass(cls):
@@ -97,22 +85,8 @@ class GraphLoopTest(unittest.TestCase):
         """The countdown over self.data with words[0] as its flag, recorded."""
         return self.prog.record([self.data, (self.words, 0, 4)], params=[N])
 
-    def assert_elements(self, got, expected, label):
-        expected = list(expected)
-        self.assertEqual(len(got), len(expected), f"{label}: length")
-        bad = [i for i, (g, e) in enumerate(zip(got, expected)) if g != e]
-        if bad:
-            i = bad[0]
-            self.fail(f"{label}: {len(bad)} of {len(got)} elements wrong; first [{i}] = "
-                      f"{got[i]!r}, expected {expected[i]!r}")
-
     def expect_status(self, status, fn, *args, **kwargs):
-        with self.assertRaises(vc.VyreError) as cm:
-            fn(*args, **kwargs)
-        e = cm.exception
-        self.assertEqual(e.status, status, str(e))
-        self.assertEqual(e.status_name, "VYRE_STATUS_" + status.name)
-        self.assertIn("Fix:", e.message)
+        e = super().expect_status(status, fn, *args, **kwargs)
         self.assertIn("vyre_graph_loop_create", str(e))
         return e
 
@@ -212,7 +186,7 @@ class GraphLoopTest(unittest.TestCase):
         # The body binds the data through a wrap of a foreign array (CUDA
         # array interface): closing or rebinding the body leaves the wrap
         # open while a loop over it lives; the last owner closes it.
-        foreign = CaiArray(self.data.device_pointer, N)
+        foreign = CaiArray(self.data.device_pointer, (N,))
         body = self.prog.record([foreign, (self.words, 0, 4)], params=[N])
         wraps = list(body._imports)
         self.assertEqual(len(wraps), 1)
